@@ -1,0 +1,85 @@
+// Formatting of pthload::Error and the names of its codes.
+#include "pthload/error.hpp"
+
+#include <fmt/format.h>
+
+namespace pthload {
+
+Error::Error(Errc code, std::string message, ErrorContext context)
+    : std::runtime_error(message), code_(code), message_(std::move(message)),
+      context_(std::move(context)) {}
+
+const char* Error::what() const noexcept {
+  // Formatted on every call because higher layers add path and record after construction.
+  try {
+    std::string text;
+    if (!context_.path.empty()) text += context_.path + ": ";
+    if (!context_.record.empty()) {
+      text += context_.record;
+      if (context_.offset) text += fmt::format("+{:#x}", *context_.offset);
+      text += ": ";
+    } else if (context_.offset) {
+      text += fmt::format("offset {:#x}: ", *context_.offset);
+    }
+    text += message_;
+    what_ = std::move(text);
+    return what_.c_str();
+  } catch (...) {
+    return message_.c_str();
+  }
+}
+
+std::string_view errc_name(Errc code) noexcept {
+  switch (code) {
+#define PTHLOAD_ERRC_NAME(name) \
+  case Errc::k##name:           \
+    return #name;
+    PTHLOAD_ERRC_NAME(Ok)
+    PTHLOAD_ERRC_NAME(IoOpenFailed)
+    PTHLOAD_ERRC_NAME(IoReadFailed)
+    PTHLOAD_ERRC_NAME(IoStatFailed)
+    PTHLOAD_ERRC_NAME(IoFileTooLarge)
+    PTHLOAD_ERRC_NAME(ZipNotAnArchive)
+    PTHLOAD_ERRC_NAME(ZipEndRecordNotFound)
+    PTHLOAD_ERRC_NAME(ZipEndRecordTruncated)
+    PTHLOAD_ERRC_NAME(Zip64LocatorInvalid)
+    PTHLOAD_ERRC_NAME(Zip64EndRecordInvalid)
+    PTHLOAD_ERRC_NAME(ZipCentralDirectoryOutOfBounds)
+    PTHLOAD_ERRC_NAME(ZipCentralDirectoryEntryInvalid)
+    PTHLOAD_ERRC_NAME(Zip64ExtraFieldInvalid)
+    PTHLOAD_ERRC_NAME(ZipEntryCountMismatch)
+    PTHLOAD_ERRC_NAME(ZipLocalHeaderInvalid)
+    PTHLOAD_ERRC_NAME(ZipLocalHeaderMismatch)
+    PTHLOAD_ERRC_NAME(ZipRecordOutOfBounds)
+    PTHLOAD_ERRC_NAME(ZipRecordsOverlap)
+    PTHLOAD_ERRC_NAME(ZipDuplicateName)
+    PTHLOAD_ERRC_NAME(ZipUnsupportedMethod)
+    PTHLOAD_ERRC_NAME(ZipEncrypted)
+    PTHLOAD_ERRC_NAME(ZipInflateFailed)
+    PTHLOAD_ERRC_NAME(ZipInflatedSizeMismatch)
+    PTHLOAD_ERRC_NAME(ZipImplausibleCompressionRatio)
+    PTHLOAD_ERRC_NAME(ZipCrcMismatch)
+    PTHLOAD_ERRC_NAME(ZipRecordNotFound)
+    PTHLOAD_ERRC_NAME(ZipMultiDiskUnsupported)
+    PTHLOAD_ERRC_NAME(ZipLimitExceeded)
+    PTHLOAD_ERRC_NAME(PickleTruncated)
+    PTHLOAD_ERRC_NAME(PickleUnknownOpcode)
+    PTHLOAD_ERRC_NAME(PickleStackUnderflow)
+    PTHLOAD_ERRC_NAME(PickleMarkNotFound)
+    PTHLOAD_ERRC_NAME(PickleMemoKeyMissing)
+    PTHLOAD_ERRC_NAME(PickleBadArgument)
+    PTHLOAD_ERRC_NAME(PickleBadStop)
+    PTHLOAD_ERRC_NAME(PickleTrailingBytes)
+    PTHLOAD_ERRC_NAME(PickleInvalidUtf8)
+    PTHLOAD_ERRC_NAME(PickleTypeMismatch)
+    PTHLOAD_ERRC_NAME(PickleUnsupportedOpcode)
+    PTHLOAD_ERRC_NAME(PickleLimitExceeded)
+    PTHLOAD_ERRC_NAME(PickleNoStop)
+    PTHLOAD_ERRC_NAME(PickleBadProtocol)
+    PTHLOAD_ERRC_NAME(PickleUnhashableKey)
+#undef PTHLOAD_ERRC_NAME
+  }
+  return "Unknown";
+}
+
+}  // namespace pthload

@@ -1,0 +1,122 @@
+// MappedFile: mmap for regular files, a bounded read() loop for everything else.
+#include "common/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "pthload/error.hpp"
+
+namespace pthload::common {
+namespace {
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+[[noreturn]] void throw_errno(Errc code, std::string_view what, const std::filesystem::path& path,
+                              int error_number) {
+  throw IoError(code, fmt::format("{}: {}", what, std::strerror(error_number)),
+                {.path = path.string()});
+}
+
+// Grows by doubling: a pipe's length is unknown, and each doubling copies at most what has
+// already been read, so the total copying stays linear in the input.
+AlignedBuffer read_all(int fd, const std::filesystem::path& path, std::uint64_t max_read_bytes) {
+  AlignedBuffer buffer(std::size_t{1} << 16);
+  std::size_t used = 0;
+  for (;;) {
+    if (used == buffer.size()) {
+      AlignedBuffer bigger(buffer.size() * 2);
+      std::memcpy(bigger.data(), buffer.data(), used);
+      buffer = std::move(bigger);
+    }
+    const ssize_t got = ::read(fd, buffer.data() + used, buffer.size() - used);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(Errc::kIoReadFailed, "read failed", path, errno);
+    }
+    if (got == 0) break;
+    used += static_cast<std::size_t>(got);
+    if (used > max_read_bytes) {
+      throw IoError(Errc::kIoFileTooLarge,
+                    fmt::format("input exceeds the read limit of {} bytes", max_read_bytes),
+                    {.path = path.string()});
+    }
+  }
+  AlignedBuffer exact(used);
+  if (used != 0) std::memcpy(exact.data(), buffer.data(), used);
+  return exact;
+}
+
+}  // namespace
+
+MappedFile MappedFile::open(const std::filesystem::path& path, std::uint64_t max_read_bytes) {
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno(Errc::kIoOpenFailed, "cannot open", path, errno);
+
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) throw_errno(Errc::kIoStatFailed, "cannot stat", path, errno);
+
+  MappedFile file;
+  if (S_ISREG(info.st_mode) && info.st_size > 0) {
+    const auto length = static_cast<std::size_t>(info.st_size);
+    void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (address != MAP_FAILED) {
+      file.owner_ = Mapping{address, length};
+      file.bytes_ = {static_cast<const std::byte*>(address), length};
+      return file;
+    }
+    // Some filesystems (FUSE, /proc) refuse mmap; reading still works there.
+  }
+  if (S_ISREG(info.st_mode) && static_cast<std::uint64_t>(info.st_size) > max_read_bytes) {
+    throw IoError(Errc::kIoFileTooLarge,
+                  fmt::format("file of {} bytes exceeds the read limit of {} bytes",
+                              info.st_size, max_read_bytes),
+                  {.path = path.string()});
+  }
+  auto& buffer = file.owner_.emplace<AlignedBuffer>(read_all(fd.get(), path, max_read_bytes));
+  file.bytes_ = buffer.span();
+  return file;
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : owner_(std::exchange(other.owner_, std::monostate{})),
+      bytes_(std::exchange(other.bytes_, {})) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::exchange(other.owner_, std::monostate{});
+    bytes_ = std::exchange(other.bytes_, {});
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { release(); }
+
+void MappedFile::release() noexcept {
+  if (auto* mapping = std::get_if<Mapping>(&owner_)) ::munmap(mapping->address, mapping->length);
+  owner_ = std::monostate{};
+  bytes_ = {};
+}
+
+}  // namespace pthload::common
