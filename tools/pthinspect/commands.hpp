@@ -1,0 +1,19 @@
+// pthinspect's subcommands: each registers its options on the CLI and runs when chosen.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace pthinspect {
+
+/// A registered subcommand and what runs when it is chosen (returns the exit status).
+struct Command {
+  CLI::App* cli;
+  std::function<int()> run;
+};
+
+Command add_records_command(CLI::App& app);
+Command add_cat_command(CLI::App& app);
+
+}  // namespace pthinspect

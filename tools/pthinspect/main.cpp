@@ -1,0 +1,33 @@
+// pthinspect: inspect PyTorch checkpoints from the shell, built on pthload's public API alone.
+#include <exception>
+#include <iostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <pthload/pthload.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pthinspect: inspect PyTorch checkpoints without PyTorch"};
+  app.require_subcommand(1);
+  const std::vector<pthinspect::Command> commands{pthinspect::add_records_command(app),
+                                                  pthinspect::add_cat_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (const auto& command : commands) {
+      if (command.cli->parsed()) return command.run();
+    }
+  } catch (const pthload::Error& e) {
+    std::cerr << "pthinspect: error: " << e.what() << '\n';
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pthinspect: internal error: " << e.what() << '\n';
+    return 3;
+  }
+  return 2;
+}
