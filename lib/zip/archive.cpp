@@ -1,0 +1,125 @@
+// A zip archive over borrowed bytes: index, lookup and record contents (APPNOTE 4.3).
+#include "zip/archive.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+#include "zip/central_directory.hpp"
+#include "zip/crc.hpp"
+#include "zip/inflate.hpp"
+#include "zip/layout.hpp"
+#include "zip/local_header.hpp"
+#include "zip/methods.hpp"
+
+namespace pthload::zip {
+
+std::span<const std::byte> RecordBytes::bytes() const noexcept {
+  if (const auto* view = std::get_if<std::span<const std::byte>>(&storage_)) return *view;
+  return std::get<common::AlignedBuffer>(storage_).span();
+}
+
+common::AlignedBuffer RecordBytes::take_buffer() && {
+  if (auto* owned = std::get_if<common::AlignedBuffer>(&storage_)) return std::move(*owned);
+  const auto view = std::get<std::span<const std::byte>>(storage_);
+  common::AlignedBuffer copy(view.size());
+  if (!view.empty()) std::memcpy(copy.data(), view.data(), view.size());
+  return copy;
+}
+
+Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
+  Archive archive(file, limits);
+  archive.end_ = read_end_records(file);
+  archive.entries_ = read_central_directory(file, archive.end_, limits);
+  const auto& entries = archive.entries_;
+
+  // Sorting indices (not pointers or views) keeps the Archive trivially copyable and movable.
+  auto& by_name = archive.by_name_;
+  by_name.resize(entries.size());
+  for (std::size_t i = 0; i < by_name.size(); ++i)
+    by_name[i] = i;
+  std::sort(by_name.begin(), by_name.end(), [&](std::size_t a, std::size_t b) {
+    return entries[a].name != entries[b].name ? entries[a].name < entries[b].name : a < b;
+  });
+  // Two records with one name would let two readers pick different ones.
+  for (std::size_t i = 1; i < by_name.size(); ++i) {
+    const Entry& later = entries[by_name[i]];
+    if (later.name == entries[by_name[i - 1]].name) {
+      throw FormatError(Errc::kZipDuplicateName, "name appears twice in the central directory",
+                        {.record = later.name, .offset = later.central_directory_offset});
+    }
+  }
+
+  for (Entry& entry : archive.entries_)
+    resolve_local_header(file, entry);
+  check_layout(archive.entries_, archive.end_);
+  return archive;
+}
+
+const Entry* Archive::find(std::string_view name) const noexcept {
+  const auto it = std::lower_bound(
+      by_name_.begin(), by_name_.end(), name,
+      [&](std::size_t index, std::string_view key) { return entries_[index].name < key; });
+  if (it == by_name_.end() || entries_[*it].name != name) return nullptr;
+  return &entries_[*it];
+}
+
+const Entry& Archive::at(std::string_view name) const {
+  if (const Entry* entry = find(name)) return *entry;
+  throw FormatError(Errc::kZipRecordNotFound, "no such record in the archive",
+                    {.record = std::string(name)});
+}
+
+RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
+  const ErrorContext where{.record = entry.name, .offset = entry.data_offset};
+  // parse() checked this for its own entries; a caller-made Entry must not read outside either.
+  if (!common::fits(entry.data_offset, entry.compressed_size, file_.size())) {
+    throw FormatError(Errc::kZipRecordOutOfBounds, "payload runs past end of file", where);
+  }
+  if ((entry.flags & (kFlagEncrypted | kFlagStrongEncryption)) != 0) {
+    throw UnsupportedError(Errc::kZipEncrypted, "record is encrypted", where);
+  }
+  const auto payload = file_.subspan(entry.data_offset, entry.compressed_size);
+  RecordBytes bytes(payload);
+  if (entry.method == kMethodStored) {
+    if (entry.compressed_size != entry.uncompressed_size) {
+      throw FormatError(Errc::kZipCentralDirectoryEntryInvalid,
+                        fmt::format("stored record has compressed size {} but size {}",
+                                    entry.compressed_size, entry.uncompressed_size),
+                        {.record = entry.name, .offset = entry.central_directory_offset});
+    }
+  } else if (entry.method == kMethodDeflated) {
+    try {
+      bytes = RecordBytes(inflate(payload, entry.uncompressed_size, limits_, entry.data_offset));
+    } catch (Error& e) {
+      e.context().record = entry.name;
+      throw;
+    }
+  } else {
+    const std::string_view name = method_name(entry.method);
+    throw UnsupportedError(
+        Errc::kZipUnsupportedMethod,
+        name.empty() ? fmt::format("unsupported compression method {}", entry.method)
+                     : fmt::format("unsupported compression method {} ({})", entry.method, name),
+        {.record = entry.name, .offset = entry.central_directory_offset + 10});
+  }
+  if (verify_crc) {
+    const std::uint32_t actual = crc32_of(bytes.bytes());
+    if (actual != entry.crc32) {
+      throw FormatError(Errc::kZipCrcMismatch,
+                        fmt::format("CRC-32 is {:#010x}, the central directory says {:#010x}",
+                                    actual, entry.crc32),
+                        where);
+    }
+  }
+  return bytes;
+}
+
+void Archive::verify_crc(const Entry& entry) const {
+  (void)read(entry, true);
+}
+
+}  // namespace pthload::zip

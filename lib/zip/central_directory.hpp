@@ -1,0 +1,23 @@
+// The central directory: one file header per record, the archive's index (APPNOTE 4.3.12, 4.5.3).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "pthload/options.hpp"
+#include "zip/end_records.hpp"
+#include "zip/entry.hpp"
+
+namespace pthload::zip {
+
+/// Parses every central directory header that `end` describes, resolving zip64 extra fields.
+/// The entries' `data_offset` is left 0: only the local headers know it. Throws FormatError
+/// (kZipCentralDirectoryEntryInvalid, kZip64ExtraFieldInvalid, kZipEntryCountMismatch,
+/// kZipLimitExceeded) or UnsupportedError (kZipMultiDiskUnsupported), naming the entry and
+/// the file offset.
+[[nodiscard]] std::vector<Entry> read_central_directory(std::span<const std::byte> file,
+                                                        const EndRecords& end,
+                                                        const Limits& limits);
+
+}  // namespace pthload::zip

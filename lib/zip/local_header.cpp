@@ -1,0 +1,112 @@
+// Local file headers: the per-record header before each payload (APPNOTE 4.3.7).
+#include "zip/local_header.hpp"
+
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "common/byte_reader.hpp"
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+#include "zip/extra_field.hpp"
+#include "zip/signatures.hpp"
+
+namespace pthload::zip {
+namespace {
+
+using common::ByteReader;
+using common::fits;
+
+[[noreturn]] void mismatch(const Entry& entry, std::string_view what, std::uint64_t local,
+                           std::uint64_t central, std::uint64_t offset) {
+  throw FormatError(Errc::kZipLocalHeaderMismatch,
+                    fmt::format("local header {} {:#x} differs from the central directory's {:#x}",
+                                what, local, central),
+                    {.record = entry.name, .offset = offset});
+}
+
+void compare_sizes(const Entry& entry, std::uint64_t local_compressed,
+                   std::uint64_t local_uncompressed, std::span<const std::byte> extra,
+                   std::uint64_t header_offset) {
+  // Saturated local sizes live in the local zip64 extra field (uncompressed first); when it is
+  // missing or short there is nothing trustworthy to compare, and the central directory rules.
+  if (local_uncompressed == kSaturated32 || local_compressed == kSaturated32) {
+    const auto field = find_extra_field(extra, kZip64ExtraId);
+    if (!field) return;
+    ByteReader reader(*field, Errc::kZipLocalHeaderInvalid);
+    const std::size_t needed = (local_uncompressed == kSaturated32 ? 8u : 0u) +
+                               (local_compressed == kSaturated32 ? 8u : 0u);
+    if (reader.remaining() < needed) return;
+    if (local_uncompressed == kSaturated32) local_uncompressed = reader.le<std::uint64_t>("size");
+    if (local_compressed == kSaturated32) local_compressed = reader.le<std::uint64_t>("size");
+  }
+  if (local_compressed != 0 && local_compressed != entry.compressed_size) {
+    mismatch(entry, "compressed size", local_compressed, entry.compressed_size, header_offset + 18);
+  }
+  if (local_uncompressed != 0 && local_uncompressed != entry.uncompressed_size) {
+    mismatch(entry, "uncompressed size", local_uncompressed, entry.uncompressed_size,
+             header_offset + 22);
+  }
+}
+
+}  // namespace
+
+void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
+  const std::uint64_t offset = entry.local_header_offset;
+  if (!fits(offset, kLocalHeaderSize, file.size())) {
+    throw FormatError(Errc::kZipRecordOutOfBounds,
+                      fmt::format("local header at {:#x} runs past end of file ({:#x} bytes)",
+                                  offset, file.size()),
+                      {.record = entry.name, .offset = offset});
+  }
+  try {
+    ByteReader reader(file.subspan(offset), Errc::kZipRecordOutOfBounds, offset);
+    if (reader.le<std::uint32_t>("local header signature") != kLocalHeaderSignature) {
+      throw FormatError(Errc::kZipLocalHeaderInvalid, "local header has no PK\\3\\4 signature",
+                        {.offset = offset});
+    }
+    reader.skip(2, "version needed");
+    const auto flags = reader.le<std::uint16_t>("flags");
+    const auto method = reader.le<std::uint16_t>("method");
+    reader.skip(4, "modification time");
+    const auto crc = reader.le<std::uint32_t>("crc-32");
+    const auto compressed_size = reader.le<std::uint32_t>("compressed size");
+    const auto uncompressed_size = reader.le<std::uint32_t>("uncompressed size");
+    const auto name_size = reader.le<std::uint16_t>("name length");
+    const auto extra_size = reader.le<std::uint16_t>("extra length");
+    const auto name = reader.bytes(name_size, "local name");
+    const auto extra = reader.bytes(extra_size, "local extra field");
+    entry.data_offset = reader.file_offset();
+
+    // Readers that trust the local header (streaming unzip tools) and readers that trust the
+    // central directory must not be shown two different records.
+    const std::string_view local_name(reinterpret_cast<const char*>(name.data()), name.size());
+    if (local_name != entry.name) {
+      throw FormatError(Errc::kZipLocalHeaderMismatch,
+                        fmt::format("local header names the record {:?}", local_name),
+                        {.offset = offset + kLocalHeaderSize});
+    }
+    if (method != entry.method) mismatch(entry, "method", method, entry.method, offset + 8);
+    const auto encryption = kFlagEncrypted | kFlagStrongEncryption;
+    if ((flags & encryption) != (entry.flags & encryption)) {
+      mismatch(entry, "encryption flags", flags, entry.flags, offset + 6);
+    }
+    // With bit 3 the local CRC and sizes are zero (torch, streaming writers) and the real values
+    // follow the payload; only a header that claims values is held to them.
+    if ((flags & kFlagDataDescriptor) == 0) {
+      if (crc != 0 && crc != entry.crc32) mismatch(entry, "crc-32", crc, entry.crc32, offset + 14);
+      compare_sizes(entry, compressed_size, uncompressed_size, extra, offset);
+    }
+  } catch (Error& e) {
+    e.context().record = entry.name;
+    throw;
+  }
+  if (!fits(entry.data_offset, entry.compressed_size, file.size())) {
+    throw FormatError(Errc::kZipRecordOutOfBounds,
+                      fmt::format("payload [{:#x}, +{:#x}) runs past end of file ({:#x} bytes)",
+                                  entry.data_offset, entry.compressed_size, file.size()),
+                      {.record = entry.name, .offset = entry.data_offset});
+  }
+}
+
+}  // namespace pthload::zip
