@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/mapped_file.hpp"
+#include "pthload/error.hpp"
 #include "zip/archive.hpp"
 
 namespace pthload {

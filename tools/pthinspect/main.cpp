@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help is a ParseError that exits 0; every real usage error exits 2, as README says.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     for (const auto& command : commands) {

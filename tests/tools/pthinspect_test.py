@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""pthinspect, end to end: `records --json --verify` against the zip fixtures' manifest, `cat`,
+and the exit status and one-line message of each kind of failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PTHINSPECT, FIXTURES = sys.argv[1], sys.argv[2]
+failures = []
+checks = 0
+
+
+def run(*args):
+    return subprocess.run([PTHINSPECT, *args], capture_output=True, timeout=60)
+
+
+def check(condition, what):
+    global checks
+    checks += 1
+    if not condition:
+        failures.append(what)
+
+
+def manifest():
+    files, current = {}, None
+    with open(os.path.join(FIXTURES, "zip", "MANIFEST.txt")) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if fields[0] == "file":
+                current = files.setdefault(fields[1], [])
+            elif fields[0] == "record":
+                name, size, csize, method, crc = fields[1:]
+                current.append({"name": name, "size": int(size), "compressed_size": int(csize),
+                                "compressed": method == "8", "crc32": crc})
+    return files
+
+
+for path, expected in manifest().items():
+    result = run("records", "--json", "--verify", os.path.join(FIXTURES, path))
+    check(result.returncode == 0, f"{path}: exit {result.returncode}: {result.stderr!r}")
+    if result.returncode == 0:
+        listed = json.loads(result.stdout)
+        got = [{k: r[k] for k in ("name", "size", "compressed_size", "compressed", "crc32")}
+               for r in listed["records"]]
+        check(listed["format"] == "zip", f"{path}: format {listed['format']}")
+        check(got == expected, f"{path}: records differ:\n  got      {got}\n  expected {expected}")
+
+sample = os.path.join(FIXTURES, "sample.pt")
+result = run("records", sample)
+check(result.returncode == 0 and b"sample/data.pkl" in result.stdout, "records table of sample.pt")
+result = run("cat", sample, "sample/version")
+check(result.returncode == 0 and result.stdout == b"3\n", f"cat sample/version: {result.stdout!r}")
+
+# Failures: one line on stderr naming the file, a non-zero exit, never a crash.
+with tempfile.TemporaryDirectory() as tmp:
+    not_zip = os.path.join(tmp, "not_zip.pt")
+    with open(not_zip, "wb") as f:
+        f.write(b"this is not a checkpoint" * 10)
+    truncated = os.path.join(tmp, "truncated.pt")
+    with open(sample, "rb") as f, open(truncated, "wb") as g:
+        g.write(f.read()[:-30])
+    for args, status in [(("records", not_zip), 1), (("records", truncated), 1),
+                         (("records", os.path.join(tmp, "missing.pt")), 1),
+                         (("cat", sample, "sample/nope"), 1), (("records",), 2),
+                         (("frobnicate", sample), 2)]:
+        result = run(*args)
+        lines = result.stderr.decode().strip().splitlines()
+        check(result.returncode == status, f"{args}: exit {result.returncode}, expected {status}")
+        if status == 1:
+            check(len(lines) == 1 and lines[0].startswith("pthinspect: error: ")
+                  and args[1] in lines[0], f"{args}: stderr {lines}")
+
+for failure in failures:
+    print("FAIL:", failure)
+print(f"pthinspect: {checks - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
