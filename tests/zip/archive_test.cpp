@@ -74,7 +74,8 @@ TEST_CASE("zip: deflated records are inflated into an owned aligned buffer") {
 }
 
 TEST_CASE("zip: find and at look names up exactly") {
-  const auto archive = Archive::parse(build::build(kTorchLike).bytes);
+  const auto built = build::build(kTorchLike);
+  const auto archive = Archive::parse(built.bytes);
   REQUIRE(archive.find("tiny/version") != nullptr);
   CHECK(archive.find("tiny/version")->name == "tiny/version");
   CHECK(archive.find("tiny/versio") == nullptr);
@@ -104,7 +105,8 @@ TEST_CASE("zip: many entries are indexed and found") {
   for (int i = 0; i < 3000; ++i) {
     records.push_back({.name = "m/data/" + std::to_string(i), .data = std::to_string(i)});
   }
-  const auto archive = Archive::parse(build::build(records, {.alignment = 0}).bytes);
+  const auto built = build::build(records, {.alignment = 0});
+  const auto archive = Archive::parse(built.bytes);
   CHECK(archive.entries().size() == 3000);
   for (int i = 0; i < 3000; i += 7) {
     const auto* entry = archive.find("m/data/" + std::to_string(i));
@@ -132,7 +134,8 @@ TEST_CASE("zip: an archive without zip64 records or padding parses") {
 
 TEST_CASE("zip: an empty archive has no entries") {
   for (const bool zip64 : {false, true}) {
-    const auto archive = Archive::parse(build::build({}, {.zip64_end = zip64}).bytes);
+    const auto built = build::build({}, {.zip64_end = zip64});
+    const auto archive = Archive::parse(built.bytes);
     CHECK(archive.entries().empty());
     CHECK(archive.find("x") == nullptr);
   }

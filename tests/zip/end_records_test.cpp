@@ -47,7 +47,7 @@ TEST_CASE("zip: files that are not archives are named so") {
 
 TEST_CASE("zip: an archive cut before its end record has no end record") {
   auto bytes = zip64().bytes;
-  bytes.resize(bytes.size() - 22);
+  bytes.erase(bytes.end() - 22, bytes.end());
   CHECK(parse_outcome(bytes).code == Errc::kZipEndRecordNotFound);
 }
 
@@ -60,11 +60,23 @@ TEST_CASE("zip: an end record whose comment runs past the end of file is truncat
 }
 
 TEST_CASE("zip: an end record signature inside the comment does not fool the scan") {
-  const std::string fake_end("PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 22);
-  const auto built = build::build(kRecords, {.comment = fake_end});
+  // A signature whose comment length does not end at EOF is not the end record.
+  const std::string comment = std::string("PK\x05\x06") + std::string(16, 'A') + "AA tail";
+  const auto built = build::build(kRecords, {.comment = comment});
   const auto archive = pthload::zip::Archive::parse(built.bytes);
   CHECK(archive.entries().size() == 2);
-  CHECK(archive.comment() == fake_end);
+  CHECK(archive.comment() == comment);
+}
+
+TEST_CASE("zip: a comment ending in a complete end record is read as that record, like miniz") {
+  // Both readings end exactly at EOF; miniz (torch) and Python take the one nearest the end, so
+  // pthload must too, or it would show a different archive than torch does.
+  std::string fake_end(22, '\0');
+  fake_end.replace(0, 4, "PK\x05\x06");
+  const auto built = build::build(kRecords, {.comment = fake_end});
+  const auto archive = pthload::zip::Archive::parse(built.bytes);
+  CHECK(archive.entries().empty());
+  CHECK(archive.end_of_central_directory_offset() == built.bytes.size() - 22);
 }
 
 TEST_CASE("zip: bytes after the end record are tolerated") {
