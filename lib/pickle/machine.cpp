@@ -1,0 +1,844 @@
+// The pickle machine's interpreter loop: one case per opcode, no recursion, nothing imported or
+// called (CPython Modules/_pickle.c load_* functions; Lib/pickletools.py for arguments).
+#include "pickle/machine.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "common/byte_reader.hpp"
+#include "pickle/opcodes.hpp"
+#include "pickle/text.hpp"
+#include "pthload/error.hpp"
+
+namespace pthload::pickle {
+
+// The state of one run. Lives in this file only; a class (not a function) so that Machine can
+// befriend it and lend it its reusable scratch vectors.
+class Interpreter {
+ public:
+  Interpreter(Machine& machine, std::span<const std::byte> input, const RunOptions& options)
+      : limits_(machine.limits_),
+        options_(options),
+        data_(input.data()),
+        size_(input.size()),
+        stack_(machine.stack_),
+        marks_(machine.marks_),
+        memo_(machine.memo_),
+        sparse_memo_(machine.sparse_memo_),
+        arena_(std::make_unique<ValueArena>()) {
+    stack_.clear();
+    marks_.clear();
+    memo_.clear();
+    sparse_memo_.clear();
+  }
+
+  Result run();
+
+ private:
+  // ---- errors ----
+  [[noreturn]] void fail(Errc code, std::string_view message) const {
+    throw FormatError(code, fmt::format("pickle: {}", message), context());
+  }
+  [[noreturn]] void fail_type(std::string_view message) const {
+    fail(Errc::kPickleTypeMismatch, fmt::format("{} in {}", message, name()));
+  }
+  [[noreturn]] void fail_limit(std::string_view limit, std::size_t value) const {
+    fail(Errc::kPickleLimitExceeded,
+         fmt::format("limit {} ({}) exceeded in {}", limit, value, name()));
+  }
+  [[noreturn]] void fail_unsupported(std::string_view why) const {
+    throw UnsupportedError(Errc::kPickleUnsupportedOpcode,
+                           fmt::format("pickle: {} is not supported: {}", name(), why), context());
+  }
+  [[noreturn]] void fail_underflow() const {
+    fail(Errc::kPickleStackUnderflow, fmt::format("stack underflow in {}", name()));
+  }
+  [[nodiscard]] ErrorContext context() const {
+    return {.offset = options_.base_offset + op_offset_, .opcode = opcode_};
+  }
+  [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode_); }
+
+  // ---- reading arguments ----
+  const std::byte* take(std::size_t count) {
+    if (count > size_ - pos_) {
+      fail(Errc::kPickleTruncated,
+           fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, size_ - pos_));
+    }
+    const std::byte* p = data_ + pos_;
+    pos_ += count;
+    return p;
+  }
+  template <typename T>
+  T le() {
+    return common::load_le<T>(take(sizeof(T)));
+  }
+  std::string_view line() {
+    const auto* start = reinterpret_cast<const char*>(data_ + pos_);
+    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', size_ - pos_));
+    if (newline == nullptr) {
+      fail(Errc::kPickleTruncated, fmt::format("truncated {}: no end of line", name()));
+    }
+    pos_ += static_cast<std::size_t>(newline - start) + 1;
+    return {start, static_cast<std::size_t>(newline - start)};
+  }
+  std::string_view chars(std::size_t count) {
+    return {reinterpret_cast<const char*>(take(count)), count};
+  }
+  std::size_t length_u64() {
+    const auto length = le<std::uint64_t>();
+    if (length > size_ - pos_) take(length);  // reports the truncation
+    return static_cast<std::size_t>(length);
+  }
+
+  // ---- the stack ----
+  [[nodiscard]] std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
+  void push(Value* value) {
+    if (stack_.size() >= limits_.max_pickle_stack)
+      fail_limit("max_pickle_stack", limits_.max_pickle_stack);
+    if (arena_->value_count() > limits_.max_pickle_values) {
+      fail_limit("max_pickle_values", limits_.max_pickle_values);
+    }
+    stack_.push_back(value);
+  }
+  Value* pop() {
+    // CPython's fence: what lies below the newest MARK is out of reach until it is closed.
+    if (stack_.size() <= fence()) fail_underflow();
+    Value* value = stack_.back();
+    stack_.pop_back();
+    return value;
+  }
+  Value* top() {
+    if (stack_.size() <= fence()) fail_underflow();
+    return stack_.back();
+  }
+  std::size_t pop_mark() {
+    if (marks_.empty()) fail(Errc::kPickleMarkNotFound, fmt::format("no MARK for {}", name()));
+    const std::size_t mark = marks_.back();
+    marks_.pop_back();
+    return mark;
+  }
+  [[nodiscard]] std::span<Value* const> above(std::size_t mark) const noexcept {
+    return {stack_.data() + mark, stack_.size() - mark};
+  }
+  void check_depth(const Value& value) const {
+    if (value.depth() > limits_.max_pickle_nesting) {
+      fail_limit("max_pickle_nesting", limits_.max_pickle_nesting);
+    }
+  }
+  void push_container(Value* value) {
+    check_depth(*value);
+    push(value);
+  }
+
+  // ---- the memo ----
+  void memo_put(std::uint64_t key);
+  void memo_get(std::uint64_t key);
+  std::uint64_t memo_key_from_line();
+
+  // ---- opcode bodies ----
+  void load_mark();
+  void load_pop();
+  void load_int_line();
+  void load_long_line();
+  void load_float_line();
+  void load_string_line();
+  void load_unicode_line();
+  void load_unicode(std::size_t size);
+  void load_bytes(Kind kind, std::size_t size);
+  void load_tuple(std::size_t count);
+  void load_from_mark(Kind kind);
+  void load_dict_from_mark();
+  void load_appends(std::size_t mark);
+  void load_setitems(std::size_t mark);
+  void load_additems();
+  void load_global();
+  void load_stack_global();
+  void load_call(Value* callable, Value* args, Value* kwargs);
+  void load_inst();
+  void load_obj();
+  void load_build();
+  void load_persistent(Value* id);
+  Result finish();
+
+  void require_callable(const Value& value) const {
+    if (value.kind() != Kind::kGlobal && value.kind() != Kind::kCall &&
+        value.kind() != Kind::kPersistent) {
+      fail_type(fmt::format("cannot call a {}", kind_name(value.kind())));
+    }
+  }
+  void require_tuple(const Value& value, std::string_view what) const {
+    if (value.kind() != Kind::kTuple) {
+      fail_type(fmt::format("{} must be a tuple, not a {}", what, kind_name(value.kind())));
+    }
+  }
+  void require_key(const Value& key) const {
+    if (!key.is_hashable()) {
+      fail(Errc::kPickleUnhashableKey,
+           fmt::format("unhashable {} used as a key or set element in {}", kind_name(key.kind()),
+                       name()));
+    }
+  }
+
+  const Limits& limits_;
+  const RunOptions& options_;
+  const std::byte* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+  std::size_t op_offset_ = 0;
+  std::uint8_t opcode_ = 0;
+  int protocol_ = 0;
+  std::vector<Value*>& stack_;
+  std::vector<std::size_t>& marks_;
+  std::vector<Value*>& memo_;
+  std::unordered_map<std::uint64_t, Value*>& sparse_memo_;
+  std::size_t memo_count_ = 0;
+  std::unique_ptr<ValueArena> arena_;
+};
+
+// ---- the memo ----
+
+// Keys are normally 0, 1, 2... (CPython's pickler numbers memo entries in order), so they go to
+// a dense vector; but a key is a 32-bit (LONG_BINPUT) or arbitrary (PUT) number, and growing
+// the vector to a hostile key would allocate by the key's value. The dense part therefore grows
+// only to about twice the number of entries; keys beyond it go to a hash map.
+void Interpreter::memo_put(std::uint64_t key) {
+  Value* value = top();
+  if (key < memo_.size()) {
+    if (memo_[key] == nullptr) {
+      if (memo_count_ >= limits_.max_pickle_memo)
+        fail_limit("max_pickle_memo", limits_.max_pickle_memo);
+      ++memo_count_;
+    }
+    memo_[key] = value;
+    return;
+  }
+  if (const auto it = sparse_memo_.find(key); it != sparse_memo_.end()) {
+    it->second = value;
+    return;
+  }
+  if (memo_count_ >= limits_.max_pickle_memo)
+    fail_limit("max_pickle_memo", limits_.max_pickle_memo);
+  ++memo_count_;
+  const std::uint64_t dense_limit = 2 * static_cast<std::uint64_t>(memo_count_) + 1024;
+  if (key >= dense_limit) {
+    sparse_memo_.emplace(key, value);
+    return;
+  }
+  const auto new_size = static_cast<std::size_t>(
+      std::min<std::uint64_t>(std::max<std::uint64_t>(key + 1, memo_.size() * 2), dense_limit));
+  memo_.resize(new_size, nullptr);
+  for (auto it = sparse_memo_.begin(); it != sparse_memo_.end();) {
+    if (it->first < new_size) {
+      memo_[it->first] = it->second;
+      it = sparse_memo_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  memo_[key] = value;
+}
+
+void Interpreter::memo_get(std::uint64_t key) {
+  Value* value = nullptr;
+  if (key < memo_.size()) {
+    value = memo_[key];
+  } else if (const auto it = sparse_memo_.find(key); it != sparse_memo_.end()) {
+    value = it->second;
+  }
+  if (value == nullptr) {
+    fail(Errc::kPickleMemoKeyMissing, fmt::format("memo key {} not found in {}", key, name()));
+  }
+  push(value);
+}
+
+std::uint64_t Interpreter::memo_key_from_line() {
+  const auto text = line();
+  const auto parsed = text::parse_decimal(text);
+  if (!parsed) fail(Errc::kPickleBadArgument, fmt::format("invalid {} argument", name()));
+  if (!parsed->big.empty() || parsed->value < 0) {
+    fail(Errc::kPickleBadArgument, fmt::format("{} argument out of range", name()));
+  }
+  return static_cast<std::uint64_t>(parsed->value);
+}
+
+// ---- opcode bodies ----
+
+void Interpreter::load_mark() {
+  if (marks_.size() >= limits_.max_pickle_stack)
+    fail_limit("max_pickle_stack", limits_.max_pickle_stack);
+  marks_.push_back(stack_.size());
+}
+
+void Interpreter::load_pop() {
+  // As in _pickle.c: POP discards the newest MARK when nothing was pushed after it.
+  if (!marks_.empty() && marks_.back() == stack_.size()) {
+    marks_.pop_back();
+  } else {
+    (void)pop();
+  }
+}
+
+void Interpreter::load_int_line() {
+  const auto text = line();
+  // Protocol 0 writes True and False as INT 01 and 00.
+  if (text == "00" || text == "01") {
+    push(arena_->boolean(text == "01"));
+    return;
+  }
+  // Only what picklers write: decimal without leading zeros. _pickle.c would also take C
+  // strtol's forms (0x.., 010 as octal, spaces); pickle.py would not take octal; we take neither.
+  const std::string_view digits = text.substr(!text.empty() && (text[0] == '-' || text[0] == '+'));
+  const auto parsed = text::parse_decimal(text);
+  if (!parsed || (digits.size() > 1 && digits[0] == '0')) {
+    fail(Errc::kPickleBadArgument, "invalid INT literal");
+  }
+  push(parsed->big.empty() ? arena_->make_int(parsed->value)
+                           : arena_->make_int_from_bytes(parsed->big));
+}
+
+void Interpreter::load_long_line() {
+  auto text = line();
+  if (!text.empty() && text.back() == 'L') text.remove_suffix(1);  // Python 2's repr suffix
+  const auto parsed = text::parse_decimal(text);
+  if (!parsed) fail(Errc::kPickleBadArgument, "invalid LONG literal");
+  push(parsed->big.empty() ? arena_->make_int(parsed->value)
+                           : arena_->make_int_from_bytes(parsed->big));
+}
+
+void Interpreter::load_float_line() {
+  const auto value = text::parse_float(line());
+  if (!value) fail(Errc::kPickleBadArgument, "invalid FLOAT literal");
+  push(arena_->make_float(*value));
+}
+
+void Interpreter::load_string_line() {
+  const auto text = line();
+  if (text.size() < 2 || text.front() != text.back() ||
+      (text.front() != '\'' && text.front() != '"')) {
+    fail(Errc::kPickleBadArgument, "the STRING argument must be quoted");
+  }
+  const auto body = text.substr(1, text.size() - 2);
+  if (body.find('\\') == std::string_view::npos) {
+    push(arena_->make_bytes_view(Kind::kPython2String, std::as_bytes(std::span{body})));
+    return;
+  }
+  const auto decoded = text::unescape_string(body);
+  if (!decoded) fail(Errc::kPickleBadArgument, "invalid escape in STRING");
+  push(arena_->make_bytes(Kind::kPython2String, std::as_bytes(std::span{*decoded})));
+}
+
+void Interpreter::load_unicode_line() {
+  const auto text = line();
+  bool plain = text.find('\\') == std::string_view::npos;
+  for (std::size_t i = 0; plain && i < text.size(); ++i)
+    plain = static_cast<unsigned char>(text[i]) < 0x80;
+  if (plain) {
+    push(arena_->make_string_view(text));
+    return;
+  }
+  bool has_surrogates = false;
+  const auto decoded = text::decode_raw_unicode_escape(text, has_surrogates);
+  if (!decoded) fail(Errc::kPickleBadArgument, "invalid raw-unicode-escape in UNICODE");
+  push(arena_->make_string(*decoded, has_surrogates));
+}
+
+void Interpreter::load_unicode(std::size_t size) {
+  const auto text = chars(size);
+  // CPython decodes with 'surrogatepass', so encoded lone surrogates are accepted (and kept).
+  const auto check = text::check_utf8(text);
+  if (check == text::Utf8::kInvalid) {
+    fail(Errc::kPickleInvalidUtf8, fmt::format("invalid UTF-8 in {}", name()));
+  }
+  push(arena_->make_string_view(text, check == text::Utf8::kValidWithSurrogates));
+}
+
+void Interpreter::load_bytes(Kind kind, std::size_t size) {
+  push(arena_->make_bytes_view(kind, {take(size), size}));
+}
+
+void Interpreter::load_tuple(std::size_t count) {
+  if (stack_.size() - fence() < count) fail_underflow();
+  const std::size_t first = stack_.size() - count;
+  Value* tuple = arena_->make_tuple(above(first));
+  stack_.resize(first);
+  push_container(tuple);
+}
+
+void Interpreter::load_from_mark(Kind kind) {
+  const std::size_t mark = pop_mark();
+  const auto items = above(mark);
+  Value* value = nullptr;
+  if (kind == Kind::kTuple) {
+    value = arena_->make_tuple(items);
+  } else if (kind == Kind::kFrozenSet) {
+    for (const Value* item : items)
+      require_key(*item);
+    value = arena_->make_frozenset(items);
+  } else {
+    value = arena_->make_container(Kind::kList);
+    arena_->append_many(*value, items);
+  }
+  stack_.resize(mark);
+  push_container(value);
+}
+
+void Interpreter::load_dict_from_mark() {
+  const std::size_t mark = pop_mark();
+  const auto items = above(mark);
+  if (items.size() % 2 != 0) fail(Errc::kPickleBadArgument, "odd number of items for DICT");
+  Value* dict = arena_->make_container(Kind::kDict);
+  for (std::size_t i = 0; i < items.size(); i += 2) {
+    require_key(*items[i]);
+    arena_->set_item(*dict, items[i], items[i + 1]);
+  }
+  stack_.resize(mark);
+  push_container(dict);
+}
+
+void Interpreter::load_appends(std::size_t mark) {
+  // The target sits just below the items (and, for APPENDS, below the MARK just popped).
+  if (mark <= fence()) fail_underflow();
+  Value& target = *stack_[mark - 1];
+  if (target.kind() != Kind::kList && target.kind() != Kind::kCall) {
+    fail_type(fmt::format("cannot append to a {}", kind_name(target.kind())));
+  }
+  arena_->append_many(target, above(mark));
+  stack_.resize(mark);
+  check_depth(target);
+}
+
+void Interpreter::load_setitems(std::size_t mark) {
+  if (mark <= fence()) fail_underflow();
+  Value& target = *stack_[mark - 1];
+  const auto items = above(mark);
+  if (target.kind() != Kind::kDict && target.kind() != Kind::kCall) {
+    fail_type(fmt::format("cannot set items on a {}", kind_name(target.kind())));
+  }
+  if (items.size() % 2 != 0) {
+    fail(Errc::kPickleBadArgument, fmt::format("odd number of items for {}", name()));
+  }
+  for (std::size_t i = 0; i < items.size(); i += 2) {
+    // A Call may be any mapping class, whose keys Python does not necessarily hash.
+    if (target.kind() == Kind::kDict) require_key(*items[i]);
+    arena_->set_item(target, items[i], items[i + 1]);
+  }
+  stack_.resize(mark);
+  check_depth(target);
+}
+
+void Interpreter::load_additems() {
+  const std::size_t mark = pop_mark();
+  if (mark <= fence()) fail_underflow();
+  Value& target = *stack_[mark - 1];
+  if (target.kind() != Kind::kSet && target.kind() != Kind::kCall) {
+    fail_type(fmt::format("cannot add items to a {}", kind_name(target.kind())));
+  }
+  for (Value* item : above(mark)) {
+    if (target.kind() == Kind::kSet) require_key(*item);
+    arena_->add_item(target, item);
+  }
+  stack_.resize(mark);
+  check_depth(target);
+}
+
+void Interpreter::load_global() {
+  const auto module = line();
+  const auto qualified_name = line();
+  // _pickle.c decodes both lines as strict UTF-8 (INST: ASCII, checked by the caller).
+  if (text::check_utf8(module) != text::Utf8::kValid ||
+      text::check_utf8(qualified_name) != text::Utf8::kValid) {
+    fail(Errc::kPickleInvalidUtf8, fmt::format("invalid UTF-8 in {} name", name()));
+  }
+  if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
+    fail(Errc::kPickleBadArgument, fmt::format("{} name too long", name()));
+  }
+  push(arena_->make_global_view(module, qualified_name));
+}
+
+void Interpreter::load_stack_global() {
+  Value* qualified_name = pop();
+  Value* module = pop();
+  if (module->kind() != Kind::kString || qualified_name->kind() != Kind::kString) {
+    fail_type(fmt::format("module and name must be str, not {} and {}", kind_name(module->kind()),
+                          kind_name(qualified_name->kind())));
+  }
+  if (module->as_string().size() > UINT32_MAX || qualified_name->as_string().size() > UINT32_MAX) {
+    fail(Errc::kPickleBadArgument, "STACK_GLOBAL name too long");
+  }
+  push(arena_->make_global_view(module->as_string(), qualified_name->as_string()));
+}
+
+void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
+  require_callable(*callable);
+  require_tuple(*args, "the arguments");
+  if (kwargs != nullptr && kwargs->kind() != Kind::kDict && kwargs->kind() != Kind::kCall) {
+    fail_type(
+        fmt::format("the keyword arguments must be a dict, not a {}", kind_name(kwargs->kind())));
+  }
+  push_container(arena_->make_call(opcode_, callable, args, kwargs));
+}
+
+void Interpreter::load_inst() {
+  const std::size_t mark = pop_mark();
+  const auto module = line();
+  const auto qualified_name = line();
+  const auto is_ascii = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  };
+  if (!is_ascii(module) || !is_ascii(qualified_name)) {
+    fail(Errc::kPickleInvalidUtf8, "INST module and name must be ASCII");
+  }
+  if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
+    fail(Errc::kPickleBadArgument, "INST name too long");
+  }
+  Value* args = arena_->make_tuple(above(mark));
+  stack_.resize(mark);
+  check_depth(*args);
+  load_call(arena_->make_global_view(module, qualified_name), args, nullptr);
+}
+
+void Interpreter::load_obj() {
+  const std::size_t mark = pop_mark();
+  if (stack_.size() - mark < 1) fail_underflow();
+  Value* cls = stack_[mark];
+  Value* args = arena_->make_tuple(above(mark + 1));
+  stack_.resize(mark);
+  check_depth(*args);
+  load_call(cls, args, nullptr);
+}
+
+void Interpreter::load_build() {
+  Value* state = pop();
+  Value& target = *top();
+  switch (target.kind()) {
+    case Kind::kList:
+    case Kind::kDict:
+    case Kind::kSet:
+    case Kind::kCall:
+      arena_->add_state(target, state);
+      check_depth(target);
+      return;
+    default:
+      // Python only needs __dict__ for a state that is not false; None is what such objects'
+      // __reduce_ex__ gives, so it is accepted (and dropped) everywhere.
+      if (state->kind() == Kind::kNone) return;
+      fail_type(fmt::format("cannot set the state of a {}", kind_name(target.kind())));
+  }
+}
+
+void Interpreter::load_persistent(Value* id) {
+  const Value* value = nullptr;
+  if (options_.persistent_load) {
+    try {
+      value = options_.persistent_load(*id, *arena_);
+    } catch (Error& e) {
+      if (!e.context().offset) e.context().offset = options_.base_offset + op_offset_;
+      if (!e.context().opcode) e.context().opcode = opcode_;
+      throw;
+    }
+  }
+  // Values only come into being in an arena, non-const: handing one back as const and taking
+  // it again as mutable (a later APPEND may extend it) is sound.
+  Value* pushed = value != nullptr ? const_cast<Value*>(value) : arena_->make_persistent(id);
+  push_container(pushed);
+}
+
+Result Interpreter::finish() {
+  if (!marks_.empty()) fail(Errc::kPickleBadStop, "STOP with an open MARK");
+  if (stack_.size() != 1) {
+    fail(Errc::kPickleBadStop,
+         fmt::format("STOP with {} values on the stack (expected one)", stack_.size()));
+  }
+  if (!options_.allow_trailing_bytes && pos_ != size_) {
+    throw FormatError(Errc::kPickleTrailingBytes,
+                      fmt::format("pickle: {} trailing bytes after STOP", size_ - pos_),
+                      {.offset = options_.base_offset + pos_, .opcode = opcode_});
+  }
+  Result result;
+  result.root = stack_.back();
+  result.end_offset = pos_;
+  result.protocol = protocol_;
+  result.arena = std::move(arena_);
+  stack_.clear();
+  return result;
+}
+
+Result Interpreter::run() {
+  for (;;) {
+    op_offset_ = pos_;
+    if (pos_ >= size_) {
+      throw FormatError(Errc::kPickleNoStop, "pickle: input ended before STOP",
+                        {.offset = options_.base_offset + pos_});
+    }
+    opcode_ = std::to_integer<std::uint8_t>(data_[pos_++]);
+    switch (static_cast<Opcode>(opcode_)) {
+      // ---- framing and control ----
+      case Opcode::kProto: {
+        const auto version = le<std::uint8_t>();
+        if (version > kHighestProtocol) {
+          fail(Errc::kPickleBadProtocol, fmt::format("unsupported protocol {}", version));
+        }
+        protocol_ = version;
+        break;
+      }
+      case Opcode::kFrame:
+        // Frames only batch reads; _pickle.c checks that the frame is there and reads on.
+        (void)length_u64();
+        break;
+      case Opcode::kStop:
+        return finish();
+      case Opcode::kMark:
+        load_mark();
+        break;
+      case Opcode::kPop:
+        load_pop();
+        break;
+      case Opcode::kPopMark:
+        stack_.resize(pop_mark());
+        break;
+      case Opcode::kDup:
+        push(top());
+        break;
+
+      // ---- the memo ----
+      case Opcode::kPut:
+        memo_put(memo_key_from_line());
+        break;
+      case Opcode::kBinPut:
+        memo_put(le<std::uint8_t>());
+        break;
+      case Opcode::kLongBinPut:
+        memo_put(le<std::uint32_t>());
+        break;
+      case Opcode::kMemoize:
+        memo_put(memo_count_);
+        break;
+      case Opcode::kGet:
+        memo_get(memo_key_from_line());
+        break;
+      case Opcode::kBinGet:
+        memo_get(le<std::uint8_t>());
+        break;
+      case Opcode::kLongBinGet:
+        memo_get(le<std::uint32_t>());
+        break;
+
+      // ---- scalars ----
+      case Opcode::kNone:
+        push(arena_->none());
+        break;
+      case Opcode::kNewTrue:
+        push(arena_->boolean(true));
+        break;
+      case Opcode::kNewFalse:
+        push(arena_->boolean(false));
+        break;
+      case Opcode::kInt:
+        load_int_line();
+        break;
+      case Opcode::kBinInt:
+        push(arena_->make_int(static_cast<std::int32_t>(le<std::uint32_t>())));
+        break;
+      case Opcode::kBinInt1:
+        push(arena_->make_int(le<std::uint8_t>()));
+        break;
+      case Opcode::kBinInt2:
+        push(arena_->make_int(le<std::uint16_t>()));
+        break;
+      case Opcode::kLong:
+        load_long_line();
+        break;
+      case Opcode::kLong1: {
+        const auto size = le<std::uint8_t>();
+        push(arena_->make_int_from_bytes({take(size), size}));
+        break;
+      }
+      case Opcode::kLong4: {
+        const auto size = static_cast<std::int32_t>(le<std::uint32_t>());
+        if (size < 0) fail(Errc::kPickleBadArgument, "negative byte count in LONG4");
+        const auto count = static_cast<std::size_t>(size);
+        push(arena_->make_int_from_bytes({take(count), count}));
+        break;
+      }
+      case Opcode::kFloat:
+        load_float_line();
+        break;
+      case Opcode::kBinFloat:
+        // Big-endian, unlike every other number in a pickle.
+        push(arena_->make_float(std::bit_cast<double>(common::load_be<std::uint64_t>(take(8)))));
+        break;
+
+      // ---- strings and bytes ----
+      case Opcode::kString:
+        load_string_line();
+        break;
+      case Opcode::kBinString: {
+        const auto size = static_cast<std::int32_t>(le<std::uint32_t>());
+        if (size < 0) fail(Errc::kPickleBadArgument, "negative byte count in BINSTRING");
+        load_bytes(Kind::kPython2String, static_cast<std::size_t>(size));
+        break;
+      }
+      case Opcode::kShortBinString:
+        load_bytes(Kind::kPython2String, le<std::uint8_t>());
+        break;
+      case Opcode::kUnicode:
+        load_unicode_line();
+        break;
+      case Opcode::kBinUnicode:
+        load_unicode(le<std::uint32_t>());
+        break;
+      case Opcode::kShortBinUnicode:
+        load_unicode(le<std::uint8_t>());
+        break;
+      case Opcode::kBinUnicode8:
+        load_unicode(length_u64());
+        break;
+      case Opcode::kBinBytes:
+        load_bytes(Kind::kBytes, le<std::uint32_t>());
+        break;
+      case Opcode::kShortBinBytes:
+        load_bytes(Kind::kBytes, le<std::uint8_t>());
+        break;
+      case Opcode::kBinBytes8:
+        load_bytes(Kind::kBytes, length_u64());
+        break;
+      case Opcode::kByteArray8:
+        load_bytes(Kind::kByteArray, length_u64());
+        break;
+
+      // ---- containers ----
+      case Opcode::kEmptyTuple:
+        push(arena_->empty_tuple());
+        break;
+      case Opcode::kTuple1:
+        load_tuple(1);
+        break;
+      case Opcode::kTuple2:
+        load_tuple(2);
+        break;
+      case Opcode::kTuple3:
+        load_tuple(3);
+        break;
+      case Opcode::kTuple:
+        load_from_mark(Kind::kTuple);
+        break;
+      case Opcode::kEmptyList:
+        push(arena_->make_container(Kind::kList));
+        break;
+      case Opcode::kList:
+        load_from_mark(Kind::kList);
+        break;
+      case Opcode::kEmptyDict:
+        push(arena_->make_container(Kind::kDict));
+        break;
+      case Opcode::kDict:
+        load_dict_from_mark();
+        break;
+      case Opcode::kEmptySet:
+        push(arena_->make_container(Kind::kSet));
+        break;
+      case Opcode::kFrozenSet:
+        load_from_mark(Kind::kFrozenSet);
+        break;
+      case Opcode::kAppend:
+        if (stack_.size() - fence() < 2) fail_underflow();
+        load_appends(stack_.size() - 1);
+        break;
+      case Opcode::kAppends:
+        load_appends(pop_mark());
+        break;
+      case Opcode::kSetItem:
+        if (stack_.size() - fence() < 2) fail_underflow();
+        load_setitems(stack_.size() - 2);
+        break;
+      case Opcode::kSetItems:
+        load_setitems(pop_mark());
+        break;
+      case Opcode::kAddItems:
+        load_additems();
+        break;
+
+      // ---- classes, calls, objects ----
+      case Opcode::kGlobal:
+        load_global();
+        break;
+      case Opcode::kStackGlobal:
+        load_stack_global();
+        break;
+      case Opcode::kReduce: {
+        Value* args = pop();
+        Value* callable = pop();
+        load_call(callable, args, nullptr);
+        break;
+      }
+      case Opcode::kNewObj: {
+        Value* args = pop();
+        Value* cls = pop();
+        load_call(cls, args, nullptr);
+        break;
+      }
+      case Opcode::kNewObjEx: {
+        Value* kwargs = pop();
+        Value* args = pop();
+        Value* cls = pop();
+        load_call(cls, args, kwargs);
+        break;
+      }
+      case Opcode::kInst:
+        load_inst();
+        break;
+      case Opcode::kObj:
+        load_obj();
+        break;
+      case Opcode::kBuild:
+        load_build();
+        break;
+      case Opcode::kPersId: {
+        const auto id = line();
+        if (!std::all_of(id.begin(), id.end(),
+                         [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+          fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
+        }
+        load_persistent(arena_->make_string_view(id));
+        break;
+      }
+      case Opcode::kBinPersId:
+        load_persistent(pop());
+        break;
+
+      // ---- valid pickle, but nothing a file can use ----
+      case Opcode::kExt1:
+      case Opcode::kExt2:
+      case Opcode::kExt4: {
+        const std::size_t width = opcode_ == 0x82 ? 1 : opcode_ == 0x83 ? 2 : 4;
+        std::uint32_t code = 0;
+        const std::byte* p = take(width);
+        for (std::size_t i = 0; i < width; ++i)
+          code |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+        fail_unsupported(fmt::format(
+            "extension code {} needs the copyreg extension registry of the writing process", code));
+      }
+      case Opcode::kNextBuffer:
+        fail_unsupported("out-of-band buffers exist only in the writing process");
+      case Opcode::kReadonlyBuffer:
+        fail_unsupported("it only follows NEXT_BUFFER, whose out-of-band buffers a file lacks");
+
+      default:
+        fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode_));
+    }
+  }
+}
+
+Machine::Machine(const Limits& limits) : limits_(limits) {}
+
+Result Machine::run(std::span<const std::byte> input, const RunOptions& options) {
+  return Interpreter(*this, input, options).run();
+}
+
+}  // namespace pthload::pickle

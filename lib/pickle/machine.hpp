@@ -1,0 +1,65 @@
+// The safe pickle virtual machine: runs protocol 0-5 opcodes into a value tree and never
+// imports or calls anything (CPython Lib/pickle.py `_Unpickler`, Modules/_pickle.c; opcode
+// semantics in Lib/pickletools.py).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "pickle/value.hpp"
+#include "pthload/options.hpp"
+
+namespace pthload::pickle {
+
+/// What one run produced. Move-only: it owns the arena every Value lives in. Strings, bytes
+/// and global names may be views into the input bytes, so the input must outlive the Result.
+struct Result {
+  std::unique_ptr<ValueArena> arena;
+  const Value* root = nullptr;  ///< the value STOP returned
+  std::size_t end_offset = 0;   ///< offset just past STOP, relative to the input span
+  int protocol = 0;             ///< the last PROTO seen (0 without one)
+};
+
+/// Called for PERSID (the id is a kString) and BINPERSID (any value, for torch.save a 5-tuple)
+/// with the arena the value to push must live in. Returning nullptr pushes a kPersistent
+/// wrapping the id, as happens without a callback. May throw; the exception propagates.
+using PersistentLoad = std::function<const Value*(const Value& id, ValueArena& arena)>;
+
+struct RunOptions {
+  /// Without it, bytes after STOP are a FormatError (kPickleTrailingBytes); with it the run
+  /// ends at STOP and Result::end_offset says where, for streams of stacked pickles.
+  bool allow_trailing_bytes = false;
+  /// Added to every offset an error reports, when the input is a slice of a larger stream.
+  std::uint64_t base_offset = 0;
+  PersistentLoad persistent_load;
+};
+
+/// Runs pickles. Holds its limits and scratch space (stack, marks, memo) reused from run to
+/// run; not thread-safe: one Machine per thread.
+class Machine {
+ public:
+  explicit Machine(const Limits& limits = {});
+
+  /// Runs the pickle in `input` up to its STOP. Throws FormatError (malformed input or a limit
+  /// exceeded; the context carries the opcode's offset and byte) and UnsupportedError (EXT1/2/4
+  /// need copyreg's extension registry, NEXT_BUFFER/READONLY_BUFFER out-of-band buffers, which
+  /// no file can carry). The Result borrows `input` (see Result).
+  [[nodiscard]] Result run(std::span<const std::byte> input, const RunOptions& options = {});
+
+  [[nodiscard]] const Limits& limits() const noexcept { return limits_; }
+
+ private:
+  friend class Interpreter;
+  Limits limits_;
+  std::vector<Value*> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<Value*> memo_;  // dense part: keys below memo_.size()
+  std::unordered_map<std::uint64_t, Value*> sparse_memo_;
+};
+
+}  // namespace pthload::pickle

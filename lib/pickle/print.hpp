@@ -1,0 +1,40 @@
+// A readable, Python-like rendering of a value tree, for `pthinspect tree` and tests (literals
+// follow Python's repr(); calls and state use the notation documented on print()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "pickle/value.hpp"
+
+namespace pthload::pickle {
+
+struct PrintOptions {
+  /// Containers nested deeper than this print as `...` (the root is at depth 0).
+  std::size_t max_depth = 100;
+  /// Elements shown per container (entries for a dict); the rest as `... (N more)`.
+  std::size_t max_items = SIZE_MAX;
+  /// Bytes of a string or bytes value shown; the rest as `...` after the closing quote.
+  std::size_t max_string = 200;
+  /// Spaces per nesting level (indentation stops growing after 100 levels).
+  std::size_t indent = 2;
+  /// A container whose subtree has at most this many values, and is short, prints on one line.
+  std::size_t inline_values = 12;
+};
+
+/// Renders `root` as text. Scalars as Python's repr() (`None`, `True`, `12`, `1.5`, `'text'`,
+/// `b'\x00'`, `bytearray(b'..')`; a Python 2 str as `'..'` when it is UTF-8, else as bytes);
+/// tuples, lists, dicts, sets and frozensets as Python writes them; a Global as
+/// `module.name`; a Call as `callable(arg, ..., **kwargs)` followed by what was applied to it:
+/// ` items=[..]` (APPEND), ` items={k: v}` (SETITEM), ` items={..}` (ADDITEMS), ` state=..`
+/// (BUILD, also on lists, dicts and sets); a Persistent as `persistent(id)`. A container reached
+/// twice is printed the first time with a label `#N=` and then as `<ref #N>`, or `<cycle #N>`
+/// when reached from inside itself. Iterative: any tree prints in bounded stack space.
+[[nodiscard]] std::string print(const Value& root, const PrintOptions& options = {});
+
+/// The same, written to `out` as it is produced.
+void print(std::ostream& out, const Value& root, const PrintOptions& options = {});
+
+}  // namespace pthload::pickle

@@ -1,0 +1,437 @@
+// Value accessors and the block arena that owns the value tree (see value.hpp).
+#include "pickle/value.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace pthload::pickle {
+namespace {
+
+// Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 1 MiB, so a large
+// pickle costs one allocation per MiB; a request larger than that gets a block of its own.
+constexpr std::size_t kFirstBlockSize = 4096;
+constexpr std::size_t kMaxBlockSize = std::size_t{1} << 20;
+
+}  // namespace
+
+std::string_view kind_name(Kind kind) noexcept {
+  switch (kind) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kBigInt:
+      return "bigint";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kPython2String:
+      return "python2-string";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kByteArray:
+      return "bytearray";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kList:
+      return "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
+    case Kind::kFrozenSet:
+      return "frozenset";
+    case Kind::kGlobal:
+      return "global";
+    case Kind::kCall:
+      return "call";
+    case Kind::kPersistent:
+      return "persistent";
+  }
+  return "unknown";
+}
+
+// ---- Value ----
+
+bool Value::as_bool() const noexcept {
+  assert(kind_ == Kind::kBool);
+  return boolean_;
+}
+
+std::int64_t Value::as_int() const noexcept {
+  assert(kind_ == Kind::kInt);
+  return integer_;
+}
+
+double Value::as_float() const noexcept {
+  assert(kind_ == Kind::kFloat);
+  return real_;
+}
+
+std::string_view Value::as_string() const noexcept {
+  assert(kind_ == Kind::kString || kind_ == Kind::kPython2String);
+  return {text_.data, text_.size};
+}
+
+std::span<const std::byte> Value::as_bytes() const noexcept {
+  assert(kind_ == Kind::kBytes || kind_ == Kind::kByteArray || kind_ == Kind::kPython2String ||
+         kind_ == Kind::kBigInt);
+  return {reinterpret_cast<const std::byte*>(text_.data), text_.size};
+}
+
+std::string_view Value::module() const noexcept {
+  assert(kind_ == Kind::kGlobal);
+  return {global_.module, global_.module_size};
+}
+
+std::string_view Value::name() const noexcept {
+  assert(kind_ == Kind::kGlobal);
+  return {global_.name, global_.name_size};
+}
+
+bool Value::is_global(std::string_view module_name,
+                      std::string_view qualified_name) const noexcept {
+  return kind_ == Kind::kGlobal && module() == module_name && name() == qualified_name;
+}
+
+const detail::Body* Value::body() const noexcept {
+  switch (kind_) {
+    case Kind::kList:
+    case Kind::kDict:
+    case Kind::kSet:
+      return container_;
+    case Kind::kCall:
+      return call_.body;
+    default:
+      return nullptr;
+  }
+}
+
+std::span<const Value* const> Value::items() const noexcept {
+  if (kind_ == Kind::kTuple || kind_ == Kind::kFrozenSet) return {sequence_.data, sequence_.size};
+  const auto* b = body();
+  return b != nullptr ? b->items.span() : std::span<const Value* const>{};
+}
+
+std::span<const DictItem> Value::dict_items() const noexcept {
+  const auto* b = body();
+  return b != nullptr ? b->entries.span() : std::span<const DictItem>{};
+}
+
+std::span<const Value* const> Value::added_items() const noexcept {
+  const auto* b = body();
+  return b != nullptr ? b->added.span() : std::span<const Value* const>{};
+}
+
+std::span<const Value* const> Value::states() const noexcept {
+  const auto* b = body();
+  return b != nullptr ? b->states.span() : std::span<const Value* const>{};
+}
+
+const Value* Value::state() const noexcept {
+  const auto all = states();
+  return all.empty() ? nullptr : all.back();
+}
+
+const Value& Value::callable() const noexcept {
+  assert(kind_ == Kind::kCall);
+  return *call_.callable;
+}
+
+const Value& Value::args() const noexcept {
+  assert(kind_ == Kind::kCall);
+  return *call_.args;
+}
+
+const Value* Value::kwargs() const noexcept {
+  assert(kind_ == Kind::kCall);
+  return call_.body != nullptr ? call_.body->kwargs : nullptr;
+}
+
+const Value& Value::persistent_id() const noexcept {
+  assert(kind_ == Kind::kPersistent);
+  return *persistent_id_;
+}
+
+// ---- ValueArena ----
+
+ValueArena::ValueArena() {
+  none_ = new_value(Kind::kNone);
+  true_ = new_value(Kind::kBool);
+  true_->boolean_ = true;
+  false_ = new_value(Kind::kBool);
+  false_->boolean_ = false;
+  empty_tuple_ = new_value(Kind::kTuple);
+  empty_tuple_->sequence_ = {nullptr, 0};
+  empty_tuple_->depth_ = 1;
+  value_count_ = 0;
+}
+
+ValueArena::ValueArena(ValueArena&&) noexcept = default;
+ValueArena& ValueArena::operator=(ValueArena&&) noexcept = default;
+ValueArena::~ValueArena() = default;
+
+void* ValueArena::allocate_slow(std::size_t size, std::size_t alignment) {
+  assert(alignment <= 16 && (alignment & (alignment - 1)) == 0);
+  // Room for the worst-case alignment padding, checked so that a size near SIZE_MAX from a
+  // hostile length cannot wrap.
+  if (size > std::numeric_limits<std::size_t>::max() - 16) throw std::bad_alloc();
+  const std::size_t needed = size + alignment;
+  std::size_t block_size = std::max(next_block_size_, kFirstBlockSize);
+  next_block_size_ = std::min(block_size * 2, kMaxBlockSize);
+  if (needed > block_size) block_size = needed;
+  // `new std::byte[]` is aligned for any fundamental type (16 on x86-64 and aarch64).
+  blocks_.push_back(std::make_unique_for_overwrite<std::byte[]>(block_size));
+  bytes_reserved_ += block_size;
+  std::byte* block = blocks_.back().get();
+  if (needed > kMaxBlockSize / 2 && cursor_ != nullptr) {
+    // A large request gets its own block, leaving the current block's free space in use.
+    const auto address = reinterpret_cast<std::uintptr_t>(block);
+    const auto aligned = (address + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+    return reinterpret_cast<void*>(aligned);
+  }
+  cursor_ = block;
+  limit_ = block + block_size;
+  return allocate(size, alignment);
+}
+
+std::string_view ValueArena::copy(std::string_view text) {
+  if (text.empty()) return {};
+  auto* data = static_cast<char*>(allocate(text.size(), 1));
+  std::memcpy(data, text.data(), text.size());
+  return {data, text.size()};
+}
+
+Value* ValueArena::new_value(Kind kind) {
+  ++value_count_;
+  return ::new (allocate(sizeof(Value), alignof(Value))) Value(kind);
+}
+
+Value* ValueArena::make_int(std::int64_t value) {
+  Value* v = new_value(Kind::kInt);
+  v->integer_ = value;
+  return v;
+}
+
+Value* ValueArena::make_int_from_bytes(std::span<const std::byte> bytes) {
+  // Drop high bytes that only repeat the sign (Python's int.from_bytes has no size), so that
+  // any encoding of an int64 value becomes a kInt.
+  std::size_t n = bytes.size();
+  while (n > 1) {
+    const auto top = std::to_integer<unsigned>(bytes[n - 1]);
+    const bool next_negative = (std::to_integer<unsigned>(bytes[n - 2]) & 0x80) != 0;
+    if ((top == 0x00 && !next_negative) || (top == 0xFF && next_negative)) {
+      --n;
+    } else {
+      break;
+    }
+  }
+  if (n <= 8) {
+    std::uint64_t raw = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      raw |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
+    if (n > 0 && n < 8 && (std::to_integer<unsigned>(bytes[n - 1]) & 0x80) != 0) {
+      raw |= ~std::uint64_t{0} << (8 * n);
+    }
+    return make_int(static_cast<std::int64_t>(raw));
+  }
+  Value* v = make_bytes(Kind::kBigInt, bytes.first(n));
+  return v;
+}
+
+Value* ValueArena::make_float(double value) {
+  Value* v = new_value(Kind::kFloat);
+  v->real_ = value;
+  return v;
+}
+
+Value* ValueArena::make_string(std::string_view text, bool has_surrogates) {
+  return make_string_view(copy(text), has_surrogates);
+}
+
+Value* ValueArena::make_string_view(std::string_view text, bool has_surrogates) {
+  Value* v = new_value(Kind::kString);
+  v->text_ = {text.data(), text.size()};
+  if (has_surrogates) v->flags_ |= Value::kHasSurrogates;
+  return v;
+}
+
+Value* ValueArena::make_bytes(Kind kind, std::span<const std::byte> bytes) {
+  const auto text = copy({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  return make_bytes_view(kind, std::as_bytes(std::span{text.data(), text.size()}));
+}
+
+Value* ValueArena::make_bytes_view(Kind kind, std::span<const std::byte> bytes) {
+  assert(kind == Kind::kBytes || kind == Kind::kByteArray || kind == Kind::kPython2String ||
+         kind == Kind::kBigInt);
+  Value* v = new_value(kind);
+  v->text_ = {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  if (kind == Kind::kByteArray) v->flags_ |= Value::kUnhashable;
+  return v;
+}
+
+Value* ValueArena::make_global(std::string_view module, std::string_view name) {
+  return make_global_view(copy(module), copy(name));
+}
+
+Value* ValueArena::make_global_view(std::string_view module, std::string_view name) {
+  assert(module.size() <= UINT32_MAX && name.size() <= UINT32_MAX);
+  Value* v = new_value(Kind::kGlobal);
+  v->global_ = {module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
+                static_cast<std::uint32_t>(name.size())};
+  return v;
+}
+
+namespace {
+
+// Python hashes a tuple by hashing its elements, so a tuple is unhashable exactly when one
+// element is; tuples are immutable, so the answer fixed at construction stays right.
+template <typename Span>
+std::uint32_t max_child_depth(Span elements) {
+  std::uint32_t depth = 0;
+  for (const Value* e : elements)
+    depth = std::max(depth, e->depth());
+  return depth;
+}
+
+}  // namespace
+
+Value* ValueArena::make_tuple(std::span<Value* const> elements) {
+  if (elements.empty()) return empty_tuple_;
+  auto** data = static_cast<const Value**>(
+      allocate(elements.size() * sizeof(const Value*), alignof(const Value*)));
+  bool hashable = true;
+  std::uint32_t depth = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    data[i] = elements[i];
+    hashable = hashable && elements[i]->is_hashable();
+    depth = std::max(depth, elements[i]->depth());
+  }
+  Value* v = new_value(Kind::kTuple);
+  v->sequence_ = {data, elements.size()};
+  v->depth_ = depth + 1;
+  if (!hashable) v->flags_ |= Value::kUnhashable;
+  return v;
+}
+
+Value* ValueArena::make_frozenset(std::span<Value* const> elements) {
+  const Value** data = nullptr;
+  if (!elements.empty()) {
+    data = static_cast<const Value**>(
+        allocate(elements.size() * sizeof(const Value*), alignof(const Value*)));
+    std::copy(elements.begin(), elements.end(), data);
+  }
+  Value* v = new_value(Kind::kFrozenSet);
+  v->sequence_ = {data, elements.size()};
+  v->depth_ = max_child_depth(elements) + 1;
+  return v;
+}
+
+Value* ValueArena::make_container(Kind kind) {
+  assert(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
+  auto* body = ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
+  Value* v = new_value(kind);
+  v->container_ = body;
+  v->depth_ = 1;
+  v->flags_ |= Value::kUnhashable;
+  return v;
+}
+
+Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args, Value* kwargs) {
+  assert(args != nullptr && args->kind() == Kind::kTuple);
+  Value* v = new_value(Kind::kCall);
+  v->opcode_ = opcode;
+  v->call_ = {callable, args, nullptr};
+  std::uint32_t depth = std::max(callable->depth(), args->depth());
+  if (kwargs != nullptr) {
+    body_of(*v).kwargs = kwargs;
+    depth = std::max(depth, kwargs->depth());
+  }
+  v->depth_ = depth + 1;
+  return v;
+}
+
+Value* ValueArena::make_persistent(Value* id) {
+  Value* v = new_value(Kind::kPersistent);
+  v->persistent_id_ = id;
+  v->depth_ = id->depth() + 1;
+  return v;
+}
+
+detail::Body& ValueArena::body_of(Value& target) {
+  if (target.kind_ == Kind::kCall) {
+    if (target.call_.body == nullptr) {
+      target.call_.body =
+          ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
+    }
+    return *target.call_.body;
+  }
+  assert(target.kind_ == Kind::kList || target.kind_ == Kind::kDict || target.kind_ == Kind::kSet);
+  return *target.container_;
+}
+
+template <typename T>
+void ValueArena::grow_push(detail::GrowArray<T>& array, std::size_t extra) {
+  if (array.capacity - array.size >= extra) return;
+  if (extra > std::numeric_limits<std::size_t>::max() / sizeof(T) / 4 - array.size) {
+    throw std::bad_alloc();
+  }
+  const std::size_t capacity = std::max({array.size + extra, array.capacity * 2, std::size_t{4}});
+  auto* data = static_cast<T*>(allocate(capacity * sizeof(T), alignof(T)));
+  if (array.size != 0) std::memcpy(static_cast<void*>(data), array.data, array.size * sizeof(T));
+  array.data = data;
+  array.capacity = capacity;
+}
+
+void ValueArena::append(Value& target, const Value* item) {
+  auto& items = body_of(target).items;
+  grow_push(items, 1);
+  items.data[items.size++] = item;
+  raise_depth(target, item);
+}
+
+void ValueArena::append_many(Value& target, std::span<Value* const> items) {
+  if (items.empty()) return;
+  auto& array = body_of(target).items;
+  grow_push(array, items.size());
+  std::copy(items.begin(), items.end(), array.data + array.size);
+  array.size += items.size();
+  for (const Value* item : items)
+    raise_depth(target, item);
+}
+
+void ValueArena::set_item(Value& target, const Value* key, const Value* value) {
+  auto& entries = body_of(target).entries;
+  grow_push(entries, 1);
+  entries.data[entries.size++] = DictItem{key, value};
+  raise_depth(target, key);
+  raise_depth(target, value);
+}
+
+void ValueArena::add_item(Value& target, const Value* item) {
+  auto& body = body_of(target);
+  auto& array = target.kind_ == Kind::kCall ? body.added : body.items;
+  grow_push(array, 1);
+  array.data[array.size++] = item;
+  raise_depth(target, item);
+}
+
+void ValueArena::add_state(Value& target, const Value* state) {
+  auto& states = body_of(target).states;
+  grow_push(states, 1);
+  states.data[states.size++] = state;
+  raise_depth(target, state);
+}
+
+void ValueArena::raise_depth(Value& target, const Value* child) noexcept {
+  // A self-reference (a list appended to itself) must not count its own depth again.
+  if (child != &target) target.depth_ = std::max(target.depth_, child->depth_ + 1);
+}
+
+}  // namespace pthload::pickle

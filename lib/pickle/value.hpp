@@ -1,0 +1,276 @@
+// The value tree the pickle machine builds, and the arena that owns it. What each opcode makes
+// follows CPython's unpickler (Lib/pickle.py `_Unpickler`, Modules/_pickle.c); nothing is
+// interpreted: a class instance is a Call of a Global, never an object of that class.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace pthload::pickle {
+
+/// What a Value is. Python's types, except that classes and functions are Globals and whatever
+/// a pickle constructs through them (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ) is a Call.
+enum class Kind : std::uint8_t {
+  kNone,
+  kBool,
+  kInt,            ///< fits in int64
+  kBigInt,         ///< does not fit in int64: two's-complement little-endian bytes
+  kFloat,          ///< a Python float (IEEE double)
+  kString,         ///< a Python str, as UTF-8 (see Value::has_surrogates)
+  kPython2String,  ///< STRING/BINSTRING/SHORT_BINSTRING: a Python 2 str, 8-bit bytes whose
+                   ///< decoding the reader chooses (torch.load decodes UTF-8)
+  kBytes,
+  kByteArray,
+  kTuple,
+  kList,
+  kDict,  ///< entries in insertion order; a repeated key is kept (Python keeps the last value)
+  kSet,
+  kFrozenSet,
+  kGlobal,      ///< GLOBAL/STACK_GLOBAL/INST's class: a module and a qualified name
+  kCall,        ///< callable(*args, **kwargs), plus items and BUILD states applied to it
+  kPersistent,  ///< PERSID/BINPERSID without a persistent_load callback: wraps the id
+};
+
+/// The Kind's name in lower case ("bigint", "python2-string", "call"). The view is static.
+[[nodiscard]] std::string_view kind_name(Kind kind) noexcept;
+
+class Value;
+class ValueArena;
+
+/// One dict entry (also an item SETITEM(S) gave a Call).
+struct DictItem {
+  const Value* key;
+  const Value* value;
+};
+
+namespace detail {
+
+/// An arena array that grows by doubling; the old block stays in the arena (at most as much
+/// again as the final size).
+template <typename T>
+struct GrowArray {
+  T* data = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+  [[nodiscard]] std::span<const T> span() const noexcept { return {data, size}; }
+};
+
+/// What a list, dict, set or mutated Call accumulates after it was created.
+struct Body {
+  GrowArray<const Value*> items;   ///< APPEND(S); ADDITEMS for a set
+  GrowArray<const Value*> added;   ///< ADDITEMS on a Call
+  GrowArray<DictItem> entries;     ///< SETITEM(S)
+  GrowArray<const Value*> states;  ///< BUILD
+  const Value* kwargs = nullptr;   ///< NEWOBJ_EX's keyword arguments (Calls only)
+};
+
+}  // namespace detail
+
+/// A node of the value tree. Values live in a ValueArena and are referenced by pointer; a memo
+/// GET yields the same node again, so the tree is a graph that may share nodes and, through
+/// lists, dicts, sets, Calls and BUILD states, contain cycles. Walk it iteratively or with a
+/// depth bound. Accessors for another kind are bugs (asserted in debug builds). Every view
+/// returned stays valid while the arena lives and, for values the machine made, while the
+/// input bytes it ran on live (strings, bytes and names may be views into the input).
+class Value {
+ public:
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }
+  [[nodiscard]] bool is(Kind kind) const noexcept { return kind_ == kind; }
+
+  /// kBool.
+  [[nodiscard]] bool as_bool() const noexcept;
+  /// kInt.
+  [[nodiscard]] std::int64_t as_int() const noexcept;
+  /// kFloat.
+  [[nodiscard]] double as_float() const noexcept;
+  /// kString: UTF-8 text; kPython2String: the raw 8-bit bytes as chars.
+  [[nodiscard]] std::string_view as_string() const noexcept;
+  /// kBytes, kByteArray, kPython2String; kBigInt: minimal two's-complement little-endian bytes.
+  [[nodiscard]] std::span<const std::byte> as_bytes() const noexcept;
+  /// kString: whether the text holds lone surrogates (U+D800-U+DFFF, each in its 3-byte form),
+  /// which CPython pickles with 'surrogatepass' and which are therefore not strict UTF-8.
+  [[nodiscard]] bool has_surrogates() const noexcept { return (flags_ & kHasSurrogates) != 0; }
+
+  /// kGlobal: the module ("collections") and the qualified name ("OrderedDict"), as written:
+  /// no Python 2 name mapping is applied.
+  [[nodiscard]] std::string_view module() const noexcept;
+  [[nodiscard]] std::string_view name() const noexcept;
+  /// kGlobal: whether this is module.name.
+  [[nodiscard]] bool is_global(std::string_view module, std::string_view name) const noexcept;
+
+  /// kTuple, kFrozenSet: the elements; kList: the elements; kSet: the elements; kCall: what
+  /// APPEND(S) added to it. Empty for anything else.
+  [[nodiscard]] std::span<const Value* const> items() const noexcept;
+  /// kDict: the entries; kCall: what SETITEM(S) added to it. Empty for anything else.
+  [[nodiscard]] std::span<const DictItem> dict_items() const noexcept;
+  /// kCall: what ADDITEMS added to it. Empty for anything else.
+  [[nodiscard]] std::span<const Value* const> added_items() const noexcept;
+  /// kList, kDict, kSet, kCall: the states BUILD applied, in order (usually none or one).
+  [[nodiscard]] std::span<const Value* const> states() const noexcept;
+  /// The last BUILD state, or nullptr.
+  [[nodiscard]] const Value* state() const noexcept;
+
+  /// kCall: what was called (a Global, usually).
+  [[nodiscard]] const Value& callable() const noexcept;
+  /// kCall: the positional arguments, a kTuple.
+  [[nodiscard]] const Value& args() const noexcept;
+  /// kCall: NEWOBJ_EX's keyword arguments (a kDict or a kCall), or nullptr.
+  [[nodiscard]] const Value* kwargs() const noexcept;
+  /// kCall: the opcode that made it (Opcode::kReduce, kNewObj, kNewObjEx, kInst or kObj).
+  [[nodiscard]] std::uint8_t call_opcode() const noexcept { return opcode_; }
+
+  /// kPersistent: the persistent id (for torch.save, a 5-tuple starting with 'storage').
+  [[nodiscard]] const Value& persistent_id() const noexcept;
+
+  /// How deeply containers nest below this value when it was last extended (1 for an empty
+  /// container, 0 for a scalar). Exact for what picklers write; a container mutated after it
+  /// was nested does not update its parents, so walkers must bound themselves too.
+  [[nodiscard]] std::uint32_t depth() const noexcept { return depth_; }
+
+  /// Whether Python could hash this (dict keys and set elements must be hashable): false for
+  /// lists, dicts, sets, bytearrays and tuples holding one of those.
+  [[nodiscard]] bool is_hashable() const noexcept { return (flags_ & kUnhashable) == 0; }
+
+ private:
+  friend class ValueArena;
+  static constexpr std::uint8_t kUnhashable = 1;
+  static constexpr std::uint8_t kHasSurrogates = 2;
+
+  struct Text {
+    const char* data;
+    std::size_t size;
+  };
+  struct Sequence {
+    const Value* const* data;
+    std::size_t size;
+  };
+  struct Name {
+    const char* module;
+    const char* name;
+    std::uint32_t module_size;
+    std::uint32_t name_size;
+  };
+  struct CallParts {
+    const Value* callable;
+    const Value* args;
+    detail::Body* body;  // allocated when the Call is first mutated or has kwargs
+  };
+
+  explicit Value(Kind kind) noexcept : kind_(kind) {}
+  [[nodiscard]] const detail::Body* body() const noexcept;
+
+  Kind kind_;
+  std::uint8_t flags_ = 0;
+  std::uint8_t opcode_ = 0;
+  std::uint32_t depth_ = 0;
+  union {
+    bool boolean_;
+    std::int64_t integer_;
+    double real_;
+    Text text_;
+    Sequence sequence_;
+    Name global_;
+    detail::Body* container_;
+    CallParts call_;
+    const Value* persistent_id_;
+  };
+};
+
+/// Owns values and the memory they reference. Allocation is by blocks (a bump pointer), so a
+/// pickle of 100 000 tensors costs a few dozen heap allocations, and nothing is freed before
+/// the arena. Move-only; moving keeps every Value pointer valid.
+class ValueArena {
+ public:
+  ValueArena();
+  ValueArena(ValueArena&&) noexcept;
+  ValueArena& operator=(ValueArena&&) noexcept;
+  ValueArena(const ValueArena&) = delete;
+  ValueArena& operator=(const ValueArena&) = delete;
+  ~ValueArena();
+
+  /// `size` uninitialised bytes aligned to `alignment` (a power of two, at most 16), valid
+  /// until the arena is destroyed. Throws std::bad_alloc.
+  [[nodiscard]] void* allocate(std::size_t size, std::size_t alignment);
+  /// A copy of `text` in the arena.
+  [[nodiscard]] std::string_view copy(std::string_view text);
+
+  /// Shared, immutable singletons (Python's are too).
+  [[nodiscard]] Value* none() const noexcept { return none_; }
+  [[nodiscard]] Value* boolean(bool value) const noexcept { return value ? true_ : false_; }
+  [[nodiscard]] Value* empty_tuple() const noexcept { return empty_tuple_; }
+
+  [[nodiscard]] Value* make_int(std::int64_t value);
+  /// From two's-complement little-endian bytes of any length: a kInt when it fits, else a
+  /// kBigInt holding the minimal bytes (copied).
+  [[nodiscard]] Value* make_int_from_bytes(std::span<const std::byte> le_twos_complement);
+  [[nodiscard]] Value* make_float(double value);
+  /// A kString of the UTF-8 `text`, copied (make_string_view borrows: `text` must then
+  /// outlive the arena). Neither validates; `has_surrogates` sets the flag of that name.
+  [[nodiscard]] Value* make_string(std::string_view text, bool has_surrogates = false);
+  [[nodiscard]] Value* make_string_view(std::string_view text, bool has_surrogates = false);
+  /// kBytes, kByteArray or kPython2String over `bytes`, copied (make_bytes_view borrows).
+  [[nodiscard]] Value* make_bytes(Kind kind, std::span<const std::byte> bytes);
+  [[nodiscard]] Value* make_bytes_view(Kind kind, std::span<const std::byte> bytes);
+  /// A kGlobal; the names are copied (make_global_view borrows). Names must be < 4 GiB.
+  [[nodiscard]] Value* make_global(std::string_view module, std::string_view name);
+  [[nodiscard]] Value* make_global_view(std::string_view module, std::string_view name);
+  /// A kTuple or kFrozenSet of copies of the pointers in `elements`.
+  [[nodiscard]] Value* make_tuple(std::span<Value* const> elements);
+  [[nodiscard]] Value* make_frozenset(std::span<Value* const> elements);
+  /// An empty kList, kDict or kSet.
+  [[nodiscard]] Value* make_container(Kind kind);
+  /// A kCall of `callable(*args, **kwargs)`; `args` must be a kTuple, `kwargs` may be null.
+  [[nodiscard]] Value* make_call(std::uint8_t opcode, Value* callable, Value* args,
+                                 Value* kwargs = nullptr);
+  [[nodiscard]] Value* make_persistent(Value* id);
+
+  /// Mutations the machine applies (APPEND, SETITEM, ADDITEMS, BUILD); each raises the
+  /// target's depth. `target` must be a list, dict or set as fits, or a Call; checking kinds,
+  /// hashability and limits is the caller's job.
+  void append(Value& target, const Value* item);
+  void append_many(Value& target, std::span<Value* const> items);
+  void set_item(Value& target, const Value* key, const Value* value);
+  void add_item(Value& target, const Value* item);
+  void add_state(Value& target, const Value* state);
+
+  /// Values made so far (the singletons excluded).
+  [[nodiscard]] std::size_t value_count() const noexcept { return value_count_; }
+  /// Bytes obtained from the system so far.
+  [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
+
+ private:
+  Value* new_value(Kind kind);
+  static void raise_depth(Value& target, const Value* child) noexcept;
+  detail::Body& body_of(Value& target);
+  template <typename T>
+  void grow_push(detail::GrowArray<T>& array, std::size_t extra);
+  void* allocate_slow(std::size_t size, std::size_t alignment);
+
+  std::vector<std::unique_ptr<std::byte[]>> blocks_;
+  std::byte* cursor_ = nullptr;
+  std::byte* limit_ = nullptr;
+  std::size_t next_block_size_ = 0;
+  std::size_t bytes_reserved_ = 0;
+  std::size_t value_count_ = 0;
+  Value* none_ = nullptr;
+  Value* true_ = nullptr;
+  Value* false_ = nullptr;
+  Value* empty_tuple_ = nullptr;
+};
+
+inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
+  const auto address = reinterpret_cast<std::uintptr_t>(cursor_);
+  const auto aligned = (address + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+  if (cursor_ != nullptr && aligned - address <= static_cast<std::size_t>(limit_ - cursor_) &&
+      size <= static_cast<std::size_t>(limit_ - cursor_) - (aligned - address)) {
+    cursor_ = reinterpret_cast<std::byte*>(aligned) + size;
+    return reinterpret_cast<void*>(aligned);
+  }
+  return allocate_slow(size, alignment);
+}
+
+}  // namespace pthload::pickle
