@@ -1,6 +1,8 @@
 // The end of central directory record, zip64 locator and zip64 end record (APPNOTE 4.3.14-4.3.16).
 #include "zip/end_records.hpp"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "common/byte_reader.hpp"
@@ -14,43 +16,37 @@ namespace {
 using common::ByteReader;
 using common::fits;
 
-struct Candidate {
-  std::uint64_t offset = 0;
-  bool found = false;
-};
-
-/// The classic end record's position. It is the last thing in the file but its comment has a
-/// variable length and may itself contain the signature, so the candidate whose comment ends
-/// exactly at EOF wins; failing that, the nearest one whose comment fits (trailing bytes after
-/// the archive are tolerated, as Python's zipfile and miniz do).
+/// The classic end record's position: like miniz (torch's reader), the signature nearest the end
+/// of the file that leaves room for the 22-byte record. Its comment length is not used to pick
+/// it, so pthload sees the archive torch sees even when a comment holds the signature; a comment
+/// running past EOF is then refused, and bytes after it are tolerated (miniz and Python's
+/// zipfile accept both).
 std::uint64_t find_end_record(std::span<const std::byte> file) {
   const std::uint64_t size = file.size();
   const std::uint64_t lowest =
       size > kEndRecordSize + kMaxCommentSize ? size - (kEndRecordSize + kMaxCommentSize) : 0;
-  Candidate trailing;
-  Candidate truncated;
+  std::optional<std::uint64_t> cut_short;
   // Counts down from size - 3 so that the loop ends without wrapping below zero.
   for (std::uint64_t p_plus_one = size >= 4 ? size - 3 : 0; p_plus_one > lowest; --p_plus_one) {
     const std::uint64_t p = p_plus_one - 1;
     if (!has_signature(file, p, kEndRecordSignature)) continue;
     if (!fits(p, kEndRecordSize, size)) {
-      if (!truncated.found) truncated = {p, true};
+      if (!cut_short) cut_short = p;
       continue;
     }
     const std::uint64_t end =
         p + kEndRecordSize + common::load_le<std::uint16_t>(file.data() + p + 20);
-    if (end == size) return p;
     if (end > size) {
-      if (!truncated.found) truncated = {p, true};
-    } else if (!trailing.found) {
-      trailing = {p, true};
+      throw FormatError(Errc::kZipEndRecordTruncated,
+                        fmt::format("end record's {}-byte comment runs past end of file",
+                                    end - p - kEndRecordSize),
+                        {.offset = p});
     }
+    return p;
   }
-  if (trailing.found) return trailing.offset;
-  if (truncated.found) {
-    throw FormatError(Errc::kZipEndRecordTruncated,
-                      "end of central directory record or its comment runs past end of file",
-                      {.offset = truncated.offset});
+  if (cut_short) {
+    throw FormatError(Errc::kZipEndRecordTruncated, "end of central directory record is cut short",
+                      {.offset = *cut_short});
   }
   // A file that does not even start like a zip is more likely something else entirely (a legacy
   // checkpoint, a pickle) than a damaged archive; say so.
