@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""What torch.load sees in a checkpoint, as the JSON that `pthinspect ls --json --checksum` prints.
+
+    torch_dump.py FILE [--map-location cpu|none]
+
+Prints `{"format": "zip" | "legacy", "tensors": [...]}` (DESIGN.md, "The JSON that pthinspect ls
+--json [--checksum] prints"), one tensor per line. Each tensor: name, dtype (torch's name without
+`torch.`), shape, stride, storage_offset (elements), storage (the storage's key in the file),
+location (the tag written in the file), nbytes (numel x element size) and xxh3 (XXH3-64 of the
+elements in row-major order as little-endian bytes: a view hashes what it shows; quantized
+tensors hash int_repr(); conj/neg bits are resolved first), as 16 lowercase hex digits.
+Works with torch 1.13 and 2.x (the same file gives the same JSON under both).
+
+How the file is loaded
+----------------------
+torch.load(f, map_location=<callable>, pickle_module=<shim>, weights_only=False):
+* the map_location callable returns every storage as it is (on the CPU), so files whose storages
+  are tagged 'cuda:N' load on a machine without CUDA (`--map-location none` uses torch's default
+  restore instead, which fails there, as torch does);
+* the pickle_module shim gives torch a pure-Python Unpickler (a subclass of pickle._Unpickler)
+  whose `persistent_load` attribute is a property: when torch assigns its own persistent_load,
+  the shim wraps it, and for every ('storage', type, key, location, ...) persistent id records
+  StorageImpl address (`UntypedStorage._cdata`) -> (key, location) of the storage torch returned.
+  torch caches storages by key, so tensors that share a storage in torch share a key here.
+  A tensor's key and location are found from `tensor.untyped_storage()._cdata` (1.13:
+  `tensor._storage()._cdata`). The location is the tag as written in the persistent id
+  (decoded from bytes as ASCII if needed); the callable's view of it is checked to agree.
+Everything else (find_class, rebuild functions, byte order) is torch's own code.
+
+Names (the rule implemented here, exactly)
+------------------------------------------
+The tree walked is the object torch.load returns. The root's name is "". A child's name is
+`<parent>.<component>`, or just `<component>` when the parent is the root. Walk depth-first, in
+container order (which is the order the pickle wrote them), and:
+* a tensor (any torch.Tensor instance: Parameter, buffers, tensor subclasses) is listed under its
+  name; its own attributes are not descended into. A tensor reached by several paths (tied
+  weights, the same tensor twice in a list, a dict shared by two parents) is listed once per path.
+  A sparse tensor lists name, dtype, shape, followed by its parts as ordinary entries
+  `<name>.indices`, `<name>.values` (COO) or `<name>.crow_indices` / `.col_indices` /
+  `.ccol_indices` / `.row_indices` / `.values` (compressed layouts).
+* dict and every dict subclass (OrderedDict, defaultdict, Counter, ...): each item in iteration
+  order, component = the key as text: str keys as they are; int keys in decimal ("0");
+  bool keys "True"/"False"; any other key Python's str(key). Attributes set on the dict itself
+  (e.g. an OrderedDict state_dict's `_metadata`) are NOT walked.
+* list, tuple and their subclasses (torch.Size, namedtuples): each element, component = its index
+  in decimal ("0", "1", ...).
+* set and frozenset: skipped entirely (their iteration order after loading is not the pickle's
+  order), so tensors inside sets are not listed.
+* numpy arrays and numpy scalars: not tensors, not listed, not descended into.
+* str, bytes, bytearray, numbers, None, bool, torch.dtype/device/layout/memory_format/qscheme,
+  classes, functions: leaves.
+* any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass):
+  its pickled state, i.e. the 3rd item of `obj.__reduce_ex__(2)` (what BUILD received):
+  - a dict: its items as attributes, component = attribute name (for nn.Module: its __dict__, so
+    `_modules.0._parameters.weight`; for argparse.Namespace: its attributes);
+  - a 2-tuple (dict or None, slots dict or None): the dict's items, then the slots dict's items;
+  - any other value: walked in place of the object, under the object's own name;
+  - no state: nothing. Arguments of the reducing call (REDUCE/NEWOBJ args) are not walked.
+* cycles: a container or object already on the current path is not entered again.
+"""
+
+import argparse
+import json
+import pickle
+import sys
+import types
+import zipfile
+
+import torch
+
+try:
+    import numpy
+except ImportError:  # pragma: no cover - numpy comes with both torch installs used here
+    numpy = None
+
+import xxhash
+
+
+# --- the pickle module shim ----------------------------------------------------------------
+
+def _untyped(storage):
+    """The UntypedStorage behind what a persistent_load returned (1.13 and 2.x spellings)."""
+    if isinstance(storage, torch.storage.TypedStorage):
+        inner = getattr(storage, "_untyped_storage", None)
+        return inner if inner is not None else storage._storage
+    return storage
+
+
+def _tensor_cdata(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()._cdata
+    return t._storage()._cdata
+
+
+def _ascii(value):
+    return value.decode("ascii") if isinstance(value, bytes) else value
+
+
+class _Recorder:
+    def __init__(self):
+        self.by_cdata = {}      # StorageImpl address -> (key, location tag from the persistent id)
+        self.restored = {}      # StorageImpl address -> tag the map_location callable was given
+        self.keep = []          # keeps every recorded storage alive so addresses stay unique
+
+
+def _make_pickle_module(recorder):
+    class Unpickler(pickle._Unpickler):
+        def _pthload_persistent_load(self, saved_id):
+            raise pickle.UnpicklingError("persistent id without a persistent_load")
+
+        @property
+        def persistent_load(self):
+            return self._pthload_persistent_load
+
+        @persistent_load.setter
+        def persistent_load(self, torch_persistent_load):
+            def recording(saved_id):
+                result = torch_persistent_load(saved_id)
+                if isinstance(saved_id, tuple) and _ascii(saved_id[0]) == "storage":
+                    key, location = saved_id[2], _ascii(saved_id[3])
+                    untyped = _untyped(result)
+                    recorder.by_cdata[untyped._cdata] = (str(key), location)
+                    recorder.keep.append(result)
+                return result
+            self._pthload_persistent_load = recording
+
+    module = types.ModuleType("pthload_torch_dump_pickle")
+    module.__dict__.update({k: v for k, v in vars(pickle).items() if not k.startswith("__")})
+    module.Unpickler = Unpickler
+    return module
+
+
+def detect_format(path):
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PK\x03\x04":
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+        if any(n.split("/", 1)[-1] == "constants.pkl" for n in names):
+            return "torchscript"
+        return "zip"
+    return "legacy"
+
+
+def load(path, map_location="cpu"):
+    """torch.load the file; returns (format, root object, recorder)."""
+    fmt = detect_format(path)
+    if fmt == "torchscript":
+        raise SystemExit(f"{path}: TorchScript archives are not supported by torch_dump yet")
+    recorder = _Recorder()
+
+    def to_cpu(storage, location):
+        recorder.restored[_untyped(storage)._cdata] = location
+        recorder.keep.append(storage)
+        return storage
+
+    ml = to_cpu if map_location == "cpu" else None
+    kwargs = {}
+    if "weights_only" in torch.load.__code__.co_varnames:
+        kwargs["weights_only"] = False
+    shim = _make_pickle_module(recorder)
+    # torch 1.13's load replaces any pickle_module by the module `pickle` when weights_only is
+    # False, so the shim also stands in for torch.serialization's `pickle` during the call.
+    saved = torch.serialization.pickle
+    torch.serialization.pickle = shim
+    try:
+        with open(path, "rb") as f:
+            root = torch.load(f, map_location=ml, pickle_module=shim, **kwargs)
+    finally:
+        torch.serialization.pickle = saved
+    if recorder.restored and not recorder.by_cdata:
+        raise RuntimeError(f"{path}: the pickle shim saw no persistent ids; torch changed?")
+    for cdata, location in recorder.restored.items():
+        recorded = recorder.by_cdata.get(cdata)
+        if recorded is not None and recorded[1] != location:
+            raise RuntimeError(f"{path}: location disagreement {recorded} vs {location}")
+    return fmt, root, recorder
+
+
+# --- naming --------------------------------------------------------------------------------
+
+_LEAVES = (str, bytes, bytearray, int, float, complex, type(None), type, types.FunctionType,
+           types.BuiltinFunctionType, types.MethodType, torch.dtype, torch.device, torch.layout,
+           torch.memory_format, torch.qscheme)
+
+
+def _join(parent, component):
+    return component if parent == "" else f"{parent}.{component}"
+
+
+def _key_text(key):
+    if isinstance(key, str):
+        return key
+    return str(key)
+
+
+def walk(obj, name="", on_path=None):
+    """Yields (name, tensor) in the order described in the module docstring."""
+    if on_path is None:
+        on_path = set()
+    if isinstance(obj, torch.Tensor):
+        yield name, obj
+        return
+    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
+        return
+    if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)):
+        return
+    if id(obj) in on_path:
+        return
+    on_path.add(id(obj))
+    try:
+        if isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                yield from walk(v, _join(name, _key_text(k)), on_path)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(list(obj)):
+                yield from walk(v, _join(name, str(i)), on_path)
+        else:
+            try:
+                reduced = obj.__reduce_ex__(2)
+            except Exception:
+                reduced = None
+            if not isinstance(reduced, tuple) or len(reduced) < 3 or reduced[2] is None:
+                return
+            state = reduced[2]
+            if (isinstance(state, tuple) and len(state) == 2
+                    and all(s is None or isinstance(s, dict) for s in state)):
+                for part in state:
+                    for k, v in (part or {}).items():
+                        yield from walk(v, _join(name, _key_text(k)), on_path)
+            elif isinstance(state, dict):
+                for k, v in list(state.items()):
+                    yield from walk(v, _join(name, _key_text(k)), on_path)
+            else:
+                yield from walk(state, name, on_path)
+    finally:
+        on_path.discard(id(obj))
+
+
+# --- one tensor ----------------------------------------------------------------------------
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "", 1)
+
+
+def tensor_bytes(t):
+    """The elements of t in row-major order, little-endian (this machine is little-endian)."""
+    assert sys.byteorder == "little"
+    t = t.detach()
+    if t.is_quantized:
+        t = t.int_repr()
+    t = t.resolve_conj().resolve_neg()
+    flat = t.contiguous().reshape(-1)
+    if flat.dtype != torch.uint8:
+        flat = flat.view(torch.uint8)
+    return flat.numpy().tobytes()
+
+
+def xxh3_hex(data):
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+_SPARSE_PARTS = {
+    torch.sparse_coo: (("indices", lambda t: t._indices()), ("values", lambda t: t._values())),
+    torch.sparse_csr: (("crow_indices", lambda t: t.crow_indices()),
+                       ("col_indices", lambda t: t.col_indices()),
+                       ("values", lambda t: t.values())),
+    torch.sparse_csc: (("ccol_indices", lambda t: t.ccol_indices()),
+                       ("row_indices", lambda t: t.row_indices()),
+                       ("values", lambda t: t.values())),
+}
+for _layout, _parts in ((getattr(torch, "sparse_bsr", None), "csr"),
+                        (getattr(torch, "sparse_bsc", None), "csc")):
+    if _layout is not None:
+        _SPARSE_PARTS[_layout] = _SPARSE_PARTS[getattr(torch, "sparse_" + _parts)]
+
+
+def describe(name, t, recorder, checksum=True):
+    """The schema's entries for one tensor (a list: sparse tensors add their parts)."""
+    if t.layout != torch.strided:
+        entries = [{"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}]
+        for part, get in _SPARSE_PARTS.get(t.layout, ()):
+            entries += describe(_join(name, part), get(t), recorder, checksum)
+        return entries
+    if t.device.type == "meta":
+        key, location = None, "meta"
+    else:
+        cdata = _tensor_cdata(t)
+        if cdata not in recorder.by_cdata:
+            raise RuntimeError(f"tensor {name!r}: its storage came from no persistent id")
+        key, location = recorder.by_cdata[cdata]
+    entry = {
+        "name": name,
+        "dtype": dtype_name(t.dtype),
+        "shape": list(t.shape),
+        "stride": list(t.stride()),
+        "storage_offset": t.storage_offset(),
+        "storage": key,
+        "location": location,
+        "nbytes": t.numel() * t.element_size(),
+    }
+    if checksum and t.device.type != "meta":
+        entry["xxh3"] = xxh3_hex(tensor_bytes(t))
+    return [entry]
+
+
+def dump(path, map_location="cpu", checksum=True):
+    """The schema's object for one file, as a dict."""
+    fmt, root, recorder = load(path, map_location)
+    tensors = []
+    for name, t in walk(root):
+        tensors += describe(name, t, recorder, checksum)
+    return {"format": fmt, "tensors": tensors}
+
+
+def to_json(result):
+    """The dump as JSON text: one tensor per line, keys in schema order."""
+    lines = [json.dumps(t, separators=(", ", ": ")) for t in result["tensors"]]
+    head = f'{{"format": {json.dumps(result["format"])}, "tensors": ['
+    if not lines:
+        return head + "]}\n"
+    return head + "\n" + ",\n".join(lines) + "\n]}\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file")
+    parser.add_argument("--map-location", default="cpu", choices=["cpu", "none"],
+                        help="cpu (default): every storage stays on the CPU, whatever its tag; "
+                             "none: torch's default restore (cuda-tagged files fail without CUDA)")
+    parser.add_argument("--no-checksum", action="store_true", help="leave out xxh3")
+    args = parser.parse_args(argv)
+    sys.stdout.write(to_json(dump(args.file, args.map_location, not args.no_checksum)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
