@@ -64,13 +64,38 @@ enum class Errc : int {
   kPickleNoStop = 312,
   kPickleBadProtocol = 313,
   kPickleUnhashableKey = 314,
+
+  // 4xx: the torch layer (storages, rebuild calls, tensors).
+  kTorchNoDataPickle = 400,
+  kTorchBadPersistentId = 401,
+  kTorchUnknownStorageType = 402,
+  kTorchStorageRecordMissing = 403,
+  kTorchStorageTooSmall = 404,
+  kTorchStorageConflict = 405,
+  kTorchBadRebuildArguments = 406,
+  kTorchTensorOutOfBounds = 407,
+  kTorchUnsupportedRebuild = 408,
+  kTorchUnknownDtype = 409,
+  kTorchUnsupportedFormat = 410,
+  kTorchBadByteOrder = 411,
+  kTorchNameNotFound = 412,
+  kTorchLimitExceeded = 413,
+
+  // 5xx: placing storages on devices.
+  kDeviceBadString = 500,
+  kDeviceUnsupportedType = 501,
+  kDeviceCudaUnavailable = 502,
+  kDeviceOrdinalOutOfRange = 503,
+  kDeviceAllocationFailed = 504,
+  kDeviceCopyFailed = 505,
+  kDeviceNotOnCpu = 506,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte
 /// offset, the torch layer the record name and the path.
 struct ErrorContext {
-  std::string path;                   ///< the file, when known
-  std::string record;                 ///< the zip record (e.g. "archive/data.pkl"), when known
+  std::string path;                     ///< the file, when known
+  std::string record;                   ///< the zip record (e.g. "archive/data.pkl"), when known
   std::optional<std::uint64_t> offset;  ///< byte offset within the record or file
   std::optional<std::uint8_t> opcode;   ///< the pickle opcode being executed
 };

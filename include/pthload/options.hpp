@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pthload/device.hpp"
+
 namespace pthload {
 
 /// Bounds on what a file may make pthload do. Each one defends against a hostile file; the
@@ -25,8 +27,14 @@ struct Limits {
   std::size_t max_pickle_values = 200'000'000;
 };
 
-/// Options for reading a checkpoint. An aggregate: `open(p, {.verify_crc = true})`.
+/// Options for reading a checkpoint. An aggregate: `load(p, {.map_location = map_to("cpu")})`.
 struct LoadOptions {
+  /// Where each storage goes (see map_to, map_dict, or any callable). Empty: where its location
+  /// tag says, as torch.load without map_location.
+  MapLocation map_location{};
+  /// CPU storages as owned, 64-byte aligned copies instead of zero-copy views of the mapped
+  /// file (views are read-only and keep the file mapped).
+  bool copy = false;
   /// Check each record's CRC-32 against the central directory. torch itself never does, and
   /// files saved with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;

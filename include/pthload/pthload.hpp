@@ -1,6 +1,10 @@
 // pthload: read PyTorch checkpoints without PyTorch or Python. The umbrella header.
 #pragma once
 
+#include "pthload/checkpoint.hpp"
+#include "pthload/device.hpp"
+#include "pthload/dtype.hpp"
 #include "pthload/error.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/tensor.hpp"

@@ -15,12 +15,12 @@ namespace pthload {
 
 /// One record (file) inside a zip checkpoint, as its central directory describes it.
 struct RecordInfo {
-  std::string name;                  ///< full name, e.g. "model/data/0"
-  std::uint64_t payload_offset = 0;  ///< where the record's bytes start in the file
-  std::uint64_t size = 0;            ///< uncompressed size in bytes
-  std::uint64_t compressed_size = 0; ///< bytes in the file (== size when stored)
-  std::uint32_t crc32 = 0;           ///< CRC-32 the central directory declares
-  bool is_compressed = false;        ///< deflated (method 8) rather than stored
+  std::string name;                   ///< full name, e.g. "model/data/0"
+  std::uint64_t payload_offset = 0;   ///< where the record's bytes start in the file
+  std::uint64_t size = 0;             ///< uncompressed size in bytes
+  std::uint64_t compressed_size = 0;  ///< bytes in the file (== size when stored)
+  std::uint32_t crc32 = 0;            ///< CRC-32 the central directory declares
+  bool is_compressed = false;         ///< deflated (method 8) rather than stored
 };
 
 /// Lists every record of the zip checkpoint at `path`, in central-directory order. Reads only

@@ -6,7 +6,9 @@
 namespace pthload {
 
 Error::Error(Errc code, std::string message, ErrorContext context)
-    : std::runtime_error(message), code_(code), message_(std::move(message)),
+    : std::runtime_error(message),
+      code_(code),
+      message_(std::move(message)),
       context_(std::move(context)) {}
 
 const char* Error::what() const noexcept {
@@ -77,6 +79,27 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(PickleNoStop)
     PTHLOAD_ERRC_NAME(PickleBadProtocol)
     PTHLOAD_ERRC_NAME(PickleUnhashableKey)
+    PTHLOAD_ERRC_NAME(TorchNoDataPickle)
+    PTHLOAD_ERRC_NAME(TorchBadPersistentId)
+    PTHLOAD_ERRC_NAME(TorchUnknownStorageType)
+    PTHLOAD_ERRC_NAME(TorchStorageRecordMissing)
+    PTHLOAD_ERRC_NAME(TorchStorageTooSmall)
+    PTHLOAD_ERRC_NAME(TorchStorageConflict)
+    PTHLOAD_ERRC_NAME(TorchBadRebuildArguments)
+    PTHLOAD_ERRC_NAME(TorchTensorOutOfBounds)
+    PTHLOAD_ERRC_NAME(TorchUnsupportedRebuild)
+    PTHLOAD_ERRC_NAME(TorchUnknownDtype)
+    PTHLOAD_ERRC_NAME(TorchUnsupportedFormat)
+    PTHLOAD_ERRC_NAME(TorchBadByteOrder)
+    PTHLOAD_ERRC_NAME(TorchNameNotFound)
+    PTHLOAD_ERRC_NAME(TorchLimitExceeded)
+    PTHLOAD_ERRC_NAME(DeviceBadString)
+    PTHLOAD_ERRC_NAME(DeviceUnsupportedType)
+    PTHLOAD_ERRC_NAME(DeviceCudaUnavailable)
+    PTHLOAD_ERRC_NAME(DeviceOrdinalOutOfRange)
+    PTHLOAD_ERRC_NAME(DeviceAllocationFailed)
+    PTHLOAD_ERRC_NAME(DeviceCopyFailed)
+    PTHLOAD_ERRC_NAME(DeviceNotOnCpu)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

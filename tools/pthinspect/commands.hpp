@@ -13,6 +13,8 @@ struct Command {
   std::function<int()> run;
 };
 
+Command add_ls_command(CLI::App& app);
+Command add_load_command(CLI::App& app);
 Command add_records_command(CLI::App& app);
 Command add_cat_command(CLI::App& app);
 

@@ -38,7 +38,8 @@ int run_records(const RecordsArgs& args) {
     return 0;
   }
   std::size_t name_width = 4;
-  for (const auto& r : records) name_width = std::max(name_width, r.name.size());
+  for (const auto& r : records)
+    name_width = std::max(name_width, r.name.size());
   std::cout << fmt::format("{:<{}}  {:>12}  {:>10}  {:>8}  {}\n", "name", name_width, "offset",
                            "size", "crc32", "method");
   std::uint64_t total = 0;

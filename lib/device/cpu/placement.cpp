@@ -1,0 +1,90 @@
+// CPU placement. torch pads every record to 64 bytes, so views are the normal case; records from
+// other zip writers may sit at any offset and are copied so that every element is aligned.
+#include "device/cpu/placement.hpp"
+
+#include <cstring>
+
+#include "common/byte_reader.hpp"
+
+namespace pthload::device {
+namespace {
+
+// Enough for every element type up to complex128.
+constexpr std::uintptr_t kViewAlignment = 16;
+
+void swap_in_place(std::span<std::byte> bytes, std::size_t unit) {
+  auto swap_all = [&]<typename T>(T) {
+    for (std::size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
+      T value;
+      std::memcpy(&value, bytes.data() + i, sizeof(T));
+      value = common::byteswap(value);
+      std::memcpy(bytes.data() + i, &value, sizeof(T));
+    }
+  };
+  switch (unit) {
+    case 2:
+      swap_all(std::uint16_t{});
+      break;
+    case 4:
+      swap_all(std::uint32_t{});
+      break;
+    case 8:
+      swap_all(std::uint64_t{});
+      break;
+    default:
+      break;  // one-byte elements have no byte order
+  }
+}
+
+common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
+  common::AlignedBuffer buffer(bytes.size());
+  if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+  return buffer;
+}
+
+// The record's bytes trimmed to the storage, either still in the file (a view) or owned.
+std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
+    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+  auto record = checkpoint.archive->read(*storage.record);
+  if (record.is_view()) return record.bytes().first(storage.nbytes);
+  return std::move(record).take_buffer();
+}
+
+}  // namespace
+
+void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
+                  bool copy) {
+  auto bytes = read_record(checkpoint, storage);
+  const bool swap = storage.swap_unit > 1;
+  if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(view->data()) % kViewAlignment == 0;
+    if (!copy && !swap && aligned) {
+      storage.placement = detail::FileView{checkpoint.file};
+      storage.cpu_bytes = *view;
+      storage.device = Device::cpu();
+      return;
+    }
+    bytes = owned_copy(*view);
+  }
+  auto& buffer = std::get<common::AlignedBuffer>(bytes);
+  if (swap) swap_in_place(buffer.span().first(storage.nbytes), storage.swap_unit);
+  storage.placement = std::move(buffer);
+  storage.cpu_bytes =
+      std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
+  storage.device = Device::cpu();
+}
+
+std::span<const std::byte> host_bytes(const detail::CheckpointState& checkpoint,
+                                      const detail::StorageState& storage,
+                                      common::AlignedBuffer& scratch) {
+  auto bytes = read_record(checkpoint, storage);
+  if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
+    if (storage.swap_unit <= 1) return *view;
+    bytes = owned_copy(*view);
+  }
+  scratch = std::move(std::get<common::AlignedBuffer>(bytes));
+  if (storage.swap_unit > 1) swap_in_place(scratch.span().first(storage.nbytes), storage.swap_unit);
+  return scratch.span().first(storage.nbytes);
+}
+
+}  // namespace pthload::device

@@ -1,0 +1,20 @@
+// Placing storages on the CPU: zero-copy views of the mapped file, or owned aligned copies.
+#pragma once
+
+#include "torch/state.hpp"
+
+namespace pthload::device {
+
+/// The bytes of `storage`'s record as CPU memory: a view of the mapped file when `copy` is off
+/// and the record is stored, suitably aligned and needs no byte swap; otherwise an owned
+/// 64-byte aligned buffer (inflated, copied and/or byte-swapped). Sets placement and cpu_bytes.
+void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
+                  bool copy);
+
+/// The storage's bytes in host memory, for a copy to another device: a view of the file or a
+/// buffer kept in `scratch` (inflated or byte-swapped).
+[[nodiscard]] std::span<const std::byte> host_bytes(const detail::CheckpointState& checkpoint,
+                                                    const detail::StorageState& storage,
+                                                    common::AlignedBuffer& scratch);
+
+}  // namespace pthload::device

@@ -1,0 +1,125 @@
+// load(): open() the checkpoint, decide every storage's device (map_location or its tag), check
+// that those devices exist, then place the storages in file order (one pass over the file).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "device/backend.hpp"
+#include "device/cpu/placement.hpp"
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "torch/state.hpp"
+
+namespace pthload {
+namespace {
+
+struct Resolved {
+  Device device;
+  bool from_map_location;  // false: from the storage's own tag
+};
+
+Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
+  if (options.map_location) {
+    const StorageInfo info{.key = storage.key,
+                           .location = storage.location,
+                           .dtype = storage.dtype,
+                           .numel = storage.numel,
+                           .nbytes = storage.nbytes};
+    if (const auto chosen = options.map_location(info, storage.location)) return {*chosen, true};
+  }
+  try {
+    return {default_device_for(storage.location), false};
+  } catch (Error& e) {
+    throw UnsupportedError(
+        e.code(), fmt::format("storage '{}' is tagged '{}', which pthload cannot place: {}; pass "
+                              "map_location \"cpu\" to load it onto the CPU",
+                              storage.key, storage.location, e.message()));
+  }
+}
+
+// torch's own wording (torch/serialization.py _validate_device), with the storage named.
+void check_device_exists(const detail::StorageState& storage, Device device, bool remapped,
+                         int cuda_devices) {
+  if (device.type != Device::Type::kCuda) return;
+  const std::string origin =
+      remapped ? fmt::format("map_location sends storage '{}' (tagged '{}') to '{}'", storage.key,
+                             storage.location, device.to_string())
+               : fmt::format("storage '{}' is tagged '{}'", storage.key, storage.location);
+  if (cuda_devices == 0) {
+    throw DeviceError(Errc::kDeviceCudaUnavailable,
+                      fmt::format("{} but {}; pass map_location \"cpu\" (pthinspect: "
+                                  "--map-location cpu) to load it onto the CPU",
+                                  origin,
+                                  device::built_with_cuda() ? "no CUDA device is available"
+                                                            : "this build has no CUDA support"));
+  }
+  if (device.index >= cuda_devices) {
+    throw DeviceError(
+        Errc::kDeviceOrdinalOutOfRange,
+        fmt::format("{} but this machine has {} CUDA device{}; use map_location to "
+                    "map it to an existing device (e.g. {{\"{}\": \"cuda:0\"}} or "
+                    "\"cpu\")",
+                    origin, cuda_devices, cuda_devices == 1 ? "" : "s", storage.location));
+  }
+}
+
+void place(const detail::CheckpointState& checkpoint, detail::StorageState& storage, Device device,
+           bool copy) {
+  switch (device.type) {
+    case Device::Type::kCpu:
+      device::place_on_cpu(checkpoint, storage, copy);
+      return;
+    case Device::Type::kMeta:
+      // torch makes an empty storage of the same size on meta: no byte is read.
+      storage.placement = detail::MetaPlacement{};
+      storage.device = device;
+      return;
+    case Device::Type::kCuda: {
+      common::AlignedBuffer scratch;
+      const auto bytes = device::host_bytes(checkpoint, storage, scratch);
+      storage.placement = device::copy_to_cuda(bytes, device.index);
+      storage.device = device;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
+  Checkpoint checkpoint = open(path, options);
+  auto& state = checkpoint.state();
+  try {
+    // Every device is decided and checked before any byte moves: a bad tag fails in
+    // milliseconds, not after gigabytes were copied.
+    std::vector<std::pair<detail::StorageState*, Device>> plan;
+    plan.reserve(state.storages.size());
+    int cuda_devices = -1;
+    for (const auto& storage : state.storages) {
+      auto& storage_state = storage->state();
+      const auto [device, from_map_location] = resolve_device(storage_state, options);
+      if (device.type == Device::Type::kCuda && cuda_devices < 0) {
+        cuda_devices = cuda_device_count();
+      }
+      check_device_exists(storage_state, device, from_map_location, cuda_devices);
+      plan.emplace_back(&storage_state, device);
+    }
+    std::sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) {
+      return a.first->record->data_offset < b.first->record->data_offset;
+    });
+    for (const auto& [storage_state, device] : plan) {
+      try {
+        place(state, *storage_state, device, options.copy);
+      } catch (Error& e) {
+        if (e.context().record.empty()) e.context().record = storage_state->record->name;
+        throw;
+      }
+    }
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = state.path;
+    throw;
+  }
+  return checkpoint;
+}
+
+}  // namespace pthload

@@ -1,0 +1,168 @@
+// open(): the file → its format → the zip records → data.pkl → storages and named tensors,
+// reading no tensor bytes (torch/serialization.py _load; FORMAT.md §0, §1).
+#include "pthload/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "common/mapped_file.hpp"
+#include "pthload/error.hpp"
+#include "torch/naming.hpp"
+#include "torch/state.hpp"
+#include "torch/tensor_builder.hpp"
+
+namespace pthload {
+namespace {
+
+constexpr std::array<std::byte, 4> kZipMagic{std::byte{'P'}, std::byte{'K'}, std::byte{3},
+                                             std::byte{4}};
+// The pickle of the legacy format's magic number (FORMAT.md §11), protocol byte excluded.
+constexpr std::array<std::uint8_t, 13> kLegacyMagic{0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                                    0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+
+bool starts_with(std::span<const std::byte> bytes, std::span<const std::byte> prefix) {
+  return bytes.size() >= prefix.size() &&
+         std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
+}
+
+bool is_legacy_stream(std::span<const std::byte> bytes) {
+  return bytes.size() >= 2 + kLegacyMagic.size() && bytes[0] == std::byte{0x80} &&
+         std::memcmp(bytes.data() + 2, kLegacyMagic.data(), kLegacyMagic.size()) == 0;
+}
+
+// A POSIX tar header has "ustar" at offset 257 (torch ≤ 0.1.x wrote checkpoints as tar files).
+bool is_tar(std::span<const std::byte> bytes) {
+  return bytes.size() >= 262 && std::memcmp(bytes.data() + 257, "ustar", 5) == 0;
+}
+
+std::string_view as_text(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
+  state.archive = zip::Archive::parse(state.file->bytes(), options.limits);
+  const auto& entries = state.archive->entries();
+  // torch's reader takes the top folder from the first record (inline_container.cc init).
+  if (entries.empty()) {
+    throw FormatError(Errc::kTorchNoDataPickle, "the zip archive has no records");
+  }
+  const auto slash = entries.front().name.find('/');
+  if (slash == std::string::npos) {
+    throw FormatError(Errc::kTorchNoDataPickle,
+                      fmt::format("the first record '{}' is not inside a folder, as torch's "
+                                  "records always are",
+                                  entries.front().name));
+  }
+  state.top_folder = entries.front().name.substr(0, slash);
+  const std::string prefix = state.top_folder + "/";
+
+  if (state.archive->find(prefix + "constants.pkl") != nullptr) {
+    throw UnsupportedError(Errc::kTorchUnsupportedFormat,
+                           "this is a TorchScript archive (torch.jit.save); reading its tensors "
+                           "is not supported yet");
+  }
+  const zip::Entry* data_pickle = state.archive->find(prefix + "data.pkl");
+  if (data_pickle == nullptr) {
+    throw FormatError(Errc::kTorchNoDataPickle,
+                      fmt::format("no {}data.pkl: not a torch.save checkpoint", prefix));
+  }
+  if (const zip::Entry* byteorder = state.archive->find(prefix + "byteorder")) {
+    const auto record = state.archive->read(*byteorder);
+    const std::string_view order = as_text(record.bytes());
+    if (order == "big") {
+      state.big_endian = true;
+    } else if (order != "little") {
+      throw FormatError(
+          Errc::kTorchBadByteOrder,
+          fmt::format("byteorder record says '{}', not 'little' or 'big'", order.substr(0, 16)),
+          {.record = byteorder->name});
+    }
+  }
+
+  auto pickle_bytes = state.archive->read(*data_pickle);
+  try {
+    pickle::Machine machine(options.limits);
+    const auto bytes = pickle_bytes.bytes();
+    state.pickle = machine.run(bytes);
+    state.pickle_bytes.emplace(std::move(pickle_bytes));
+    torch::TensorBuilder builder(state, prefix + "data/");
+    torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors);
+  } catch (Error& e) {
+    if (e.context().record.empty()) e.context().record = data_pickle->name;
+    throw;
+  }
+}
+
+}  // namespace
+
+std::string_view format_name(Format format) noexcept {
+  switch (format) {
+    case Format::kZip:
+      return "zip";
+    case Format::kLegacy:
+      return "legacy";
+    case Format::kTorchScript:
+      return "torchscript";
+  }
+  return "unknown";
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<detail::CheckpointState> state) noexcept
+    : state_(std::move(state)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+Format Checkpoint::format() const noexcept {
+  return state_->format;
+}
+std::span<const NamedTensor> Checkpoint::tensors() const noexcept {
+  return state_->tensors;
+}
+std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
+  return state_->storages;
+}
+
+const Tensor& Checkpoint::tensor(std::string_view name) const {
+  const auto& tensors = state_->tensors;
+  const auto found = std::find_if(tensors.begin(), tensors.end(),
+                                  [&](const NamedTensor& t) { return t.name == name; });
+  if (found == tensors.end()) {
+    throw FormatError(Errc::kTorchNameNotFound, fmt::format("no tensor named '{}'", name),
+                      {.path = state_->path});
+  }
+  return found->tensor;
+}
+
+Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
+  auto state = std::make_unique<detail::CheckpointState>();
+  state->path = path.string();
+  try {
+    state->file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+    const auto bytes = state->file->bytes();
+    if (starts_with(bytes, kZipMagic)) {
+      state->format = Format::kZip;
+      open_zip(*state, options);
+    } else if (is_legacy_stream(bytes) || is_tar(bytes)) {
+      throw UnsupportedError(Errc::kTorchUnsupportedFormat,
+                             fmt::format("this is a {} checkpoint (torch < 1.6 or "
+                                         "_use_new_zipfile_serialization=False); reading it is "
+                                         "not supported yet",
+                                         is_tar(bytes) ? "tar-format" : "legacy-format"));
+    } else {
+      throw FormatError(Errc::kTorchUnsupportedFormat,
+                        "not a PyTorch checkpoint: neither a zip archive nor a legacy torch.save "
+                        "stream",
+                        {.offset = 0});
+    }
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = state->path;
+    throw;
+  }
+  return Checkpoint(std::move(state));
+}
+
+}  // namespace pthload

@@ -1,0 +1,49 @@
+// Which globals mean what (torch/_utils.py rebuild functions; torch/serialization.py
+// load_module_mapping; Lib/_compat_pickle.py for Python 2 module names).
+#include "torch/globals.hpp"
+
+namespace pthload::torch {
+namespace {
+
+std::string_view canonical_module(std::string_view module) noexcept {
+  if (module == "torch.tensor") return "torch._tensor";
+  if (module == "__builtin__") return "builtins";
+  return module;
+}
+
+}  // namespace
+
+KnownGlobal classify_global(const pickle::Value& global) noexcept {
+  if (!global.is(pickle::Kind::kGlobal)) return KnownGlobal::kOther;
+  const std::string_view module = canonical_module(global.module());
+  const std::string_view name = global.name();
+  if (module == "torch._utils") {
+    if (name == "_rebuild_tensor") return KnownGlobal::kRebuildTensor;
+    if (name == "_rebuild_tensor_v2") return KnownGlobal::kRebuildTensorV2;
+    if (name == "_rebuild_tensor_v3") return KnownGlobal::kRebuildTensorV3;
+    if (name == "_rebuild_parameter") return KnownGlobal::kRebuildParameter;
+    if (name == "_rebuild_parameter_with_state") return KnownGlobal::kRebuildParameterState;
+    if (name.starts_with("_rebuild_")) return KnownGlobal::kOtherRebuild;
+    return KnownGlobal::kOther;
+  }
+  if (module == "torch._tensor" &&
+      (name == "_rebuild_from_type_v2" || name == "_rebuild_from_type")) {
+    return KnownGlobal::kRebuildFromType;
+  }
+  if (module == "torch.nn.parameter" && name == "Parameter") return KnownGlobal::kParameter;
+  if (module == "collections" &&
+      (name == "OrderedDict" || name == "defaultdict" || name == "Counter")) {
+    return KnownGlobal::kDictLike;
+  }
+  if (module == "builtins" && name == "dict") return KnownGlobal::kDictLike;
+  if (module == "torch" && name == "Size") return KnownGlobal::kSize;
+  if (module == "torch" && dtype_from_name(name)) return KnownGlobal::kDtype;
+  return KnownGlobal::kOther;
+}
+
+std::optional<Dtype> dtype_of_global(const pickle::Value& global) noexcept {
+  if (!global.is(pickle::Kind::kGlobal) || global.module() != "torch") return std::nullopt;
+  return dtype_from_name(global.name());
+}
+
+}  // namespace pthload::torch

@@ -1,0 +1,36 @@
+// The registry of globals the torch layer interprets (torch/_utils.py, torch/_tensor.py,
+// torch/serialization.py find_class); every other global stays an opaque object.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "pickle/value.hpp"
+#include "pthload/dtype.hpp"
+
+namespace pthload::torch {
+
+enum class KnownGlobal : std::uint8_t {
+  kOther,                  ///< not interpreted: an opaque object
+  kRebuildTensor,          ///< torch._utils._rebuild_tensor
+  kRebuildTensorV2,        ///< torch._utils._rebuild_tensor_v2
+  kRebuildTensorV3,        ///< torch._utils._rebuild_tensor_v3
+  kRebuildParameter,       ///< torch._utils._rebuild_parameter
+  kRebuildParameterState,  ///< torch._utils._rebuild_parameter_with_state
+  kParameter,              ///< torch.nn.parameter.Parameter
+  kRebuildFromType,        ///< torch._tensor._rebuild_from_type and _v2
+  kOtherRebuild,           ///< another torch._utils._rebuild_*: not supported yet
+  kDictLike,               ///< collections.OrderedDict, defaultdict, Counter, builtins.dict
+  kSize,                   ///< torch.Size
+  kDtype,                  ///< torch.float32 and the other dtype attributes
+};
+
+/// What `global` (a kGlobal) is. torch.load maps the module torch.tensor to torch._tensor (files
+/// from 1.8); Python 2 spellings (__builtin__) are mapped as pickle's fix_imports does.
+[[nodiscard]] KnownGlobal classify_global(const pickle::Value& global) noexcept;
+
+/// The dtype a kDtype global names (torch.float16 → float16).
+[[nodiscard]] std::optional<Dtype> dtype_of_global(const pickle::Value& global) noexcept;
+
+}  // namespace pthload::torch

@@ -1,0 +1,165 @@
+// The naming walk: an explicit stack, so a deep tree cannot overflow the C++ stack.
+#include "torch/naming.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <unordered_set>
+
+#include "pthload/error.hpp"
+#include "torch/globals.hpp"
+
+namespace pthload::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// Python's str() of a dict key, for the keys checkpoints use; other keys get their kind.
+std::string key_text(const Value& key) {
+  switch (key.kind()) {
+    case Kind::kString:
+    case Kind::kPython2String:
+      return std::string(key.as_string());
+    case Kind::kInt:
+      return std::to_string(key.as_int());
+    case Kind::kBool:
+      return key.as_bool() ? "True" : "False";
+    case Kind::kNone:
+      return "None";
+    case Kind::kFloat:
+      return fmt::format("{}", key.as_float());
+    default:
+      return fmt::format("<{}>", pickle::kind_name(key.kind()));
+  }
+}
+
+std::string join(const std::string& prefix, std::string_view part) {
+  if (prefix.empty()) return std::string(part);
+  std::string name;
+  name.reserve(prefix.size() + 1 + part.size());
+  name += prefix;
+  name += '.';
+  name += part;
+  return name;
+}
+
+struct Frame {
+  const Value* value;  // nullptr marks leaving `leaving`
+  const Value* leaving;
+  std::string name;
+  std::size_t depth;
+};
+
+class Walker {
+ public:
+  Walker(TensorBuilder& builder, const Limits& limits, std::vector<NamedTensor>& out)
+      : builder_(builder), limits_(limits), out_(out) {}
+
+  void run(const Value& root) {
+    stack_.push_back({&root, nullptr, std::string(), 0});
+    while (!stack_.empty()) {
+      Frame frame = std::move(stack_.back());
+      stack_.pop_back();
+      if (frame.value == nullptr) {
+        on_path_.erase(frame.leaving);
+        continue;
+      }
+      if (++steps_ > limits_.max_pickle_values) {
+        throw FormatError(Errc::kTorchLimitExceeded,
+                          fmt::format("naming tensors took more than {} steps "
+                                      "(Limits::max_pickle_values): too many shared paths",
+                                      limits_.max_pickle_values));
+      }
+      visit(*frame.value, std::move(frame.name), frame.depth);
+    }
+  }
+
+ private:
+  void visit(const Value& value, std::string name, std::size_t depth) {
+    if (auto tensor = builder_.tensor_of(value)) {
+      out_.push_back({std::move(name), std::move(*tensor)});
+      return;
+    }
+    if (on_path_.contains(&value)) return;  // a cycle
+    if (depth >= limits_.max_pickle_nesting) {
+      throw FormatError(Errc::kTorchLimitExceeded,
+                        fmt::format("objects nest deeper than {} (Limits::max_pickle_nesting)",
+                                    limits_.max_pickle_nesting));
+    }
+    children_.clear();
+    switch (value.kind()) {
+      case Kind::kDict:
+        add_entries(value.dict_items(), name);
+        break;
+      case Kind::kList:
+      case Kind::kTuple: {
+        std::size_t index = 0;
+        for (const Value* item : value.items()) {
+          children_.push_back({item, nullptr, join(name, std::to_string(index++)), depth + 1});
+        }
+        break;
+      }
+      case Kind::kCall:
+        add_object(value, name);
+        break;
+      default:
+        return;  // scalars, strings, sets, globals, bare storages: no tensors to name
+    }
+    if (children_.empty()) return;
+    on_path_.insert(&value);
+    stack_.push_back({nullptr, &value, std::string(), depth});
+    // Pushed in reverse so they are visited in container order.
+    for (auto it = children_.rbegin(); it != children_.rend(); ++it) {
+      it->depth = depth + 1;
+      stack_.push_back(std::move(*it));
+    }
+  }
+
+  void add_entries(std::span<const pickle::DictItem> entries, const std::string& name) {
+    for (const auto& [key, item] : entries) {
+      children_.push_back({item, nullptr, join(name, key_text(*key)), 0});
+    }
+  }
+
+  // A dict-like (OrderedDict) contributes its items; any other object its state — the
+  // attributes BUILD set (a dict, or a (dict, slots) pair) — and the items a dict or list
+  // subclass received.
+  void add_object(const Value& object, const std::string& name) {
+    if (classify_global(object.callable()) == KnownGlobal::kDictLike) {
+      add_entries(object.dict_items(), name);
+      return;
+    }
+    if (const Value* state = object.state()) {
+      if (state->is(Kind::kDict)) {
+        add_entries(state->dict_items(), name);
+      } else if (state->is(Kind::kTuple)) {
+        for (const Value* part : state->items()) {
+          if (part->is(Kind::kDict)) add_entries(part->dict_items(), name);
+        }
+      }
+    }
+    add_entries(object.dict_items(), name);
+    std::size_t index = 0;
+    for (const Value* item : object.items()) {
+      children_.push_back({item, nullptr, join(name, std::to_string(index++)), 0});
+    }
+  }
+
+  TensorBuilder& builder_;
+  const Limits& limits_;
+  std::vector<NamedTensor>& out_;
+  std::vector<Frame> stack_;
+  std::vector<Frame> children_;
+  std::unordered_set<const Value*> on_path_;
+  std::size_t steps_ = 0;
+};
+
+}  // namespace
+
+void collect_named_tensors(const Value& root, TensorBuilder& builder, const Limits& limits,
+                           std::vector<NamedTensor>& out) {
+  Walker(builder, limits, out).run(root);
+}
+
+}  // namespace pthload::torch

@@ -1,0 +1,72 @@
+// What Storage and Checkpoint hold behind their public faces, shared by the torch layer (which
+// builds them) and the device layer (which places storages).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/aligned_buffer.hpp"
+#include "common/mapped_file.hpp"
+#include "pickle/machine.hpp"
+#include "pthload/checkpoint.hpp"
+#include "pthload/device.hpp"
+#include "pthload/tensor.hpp"
+#include "zip/archive.hpp"
+
+namespace pthload::detail {
+
+/// Device memory the device layer allocated (CUDA); the torch layer only holds it.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  [[nodiscard]] virtual const void* pointer() const noexcept = 0;
+};
+
+/// The bytes are a view of the mapped file, which this keeps mapped.
+struct FileView {
+  std::shared_ptr<const common::MappedFile> file;
+};
+
+/// On the meta device a storage has a size and no bytes.
+struct MetaPlacement {};
+
+struct StorageState {
+  std::string key;
+  std::string location;
+  Dtype dtype = Dtype::kUInt8;
+  std::uint64_t numel = 0;
+  std::uint64_t nbytes = 0;
+  /// Where the bytes are in the file: the zip record (until placed).
+  std::optional<zip::Entry> record;
+  /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
+  std::size_t swap_unit = 1;
+
+  Device device = Device::cpu();
+  std::variant<std::monostate, FileView, common::AlignedBuffer, std::unique_ptr<DeviceMemory>,
+               MetaPlacement>
+      placement;
+  /// The bytes, when placed on the CPU (a view of the file or of the owned buffer).
+  std::span<const std::byte> cpu_bytes;
+};
+
+struct CheckpointState {
+  Format format = Format::kZip;
+  std::string path;
+  std::shared_ptr<const common::MappedFile> file;
+  std::optional<zip::Archive> archive;
+  /// The top folder of the zip records ("model" for model/data.pkl).
+  std::string top_folder;
+  bool big_endian = false;
+  /// data.pkl's bytes (a view of the file, or inflated): the value tree borrows them.
+  std::optional<zip::RecordBytes> pickle_bytes;
+  pickle::Result pickle;
+  std::vector<std::shared_ptr<Storage>> storages;
+  std::vector<NamedTensor> tensors;
+};
+
+}  // namespace pthload::detail

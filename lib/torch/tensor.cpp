@@ -1,0 +1,158 @@
+// Storage and Tensor: accessors over the state the torch and device layers fill in.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+#include "pthload/tensor.hpp"
+#include "torch/state.hpp"
+
+namespace pthload {
+
+Storage::Storage(std::unique_ptr<detail::StorageState> state) noexcept : state_(std::move(state)) {}
+Storage::~Storage() = default;
+
+std::string_view Storage::key() const noexcept {
+  return state_->key;
+}
+std::string_view Storage::location() const noexcept {
+  return state_->location;
+}
+Dtype Storage::dtype() const noexcept {
+  return state_->dtype;
+}
+std::uint64_t Storage::nbytes() const noexcept {
+  return state_->nbytes;
+}
+bool Storage::is_placed() const noexcept {
+  return !std::holds_alternative<std::monostate>(state_->placement);
+}
+Device Storage::device() const noexcept {
+  return state_->device;
+}
+bool Storage::is_file_view() const noexcept {
+  return std::holds_alternative<detail::FileView>(state_->placement);
+}
+
+std::span<const std::byte> Storage::bytes() const {
+  const bool on_cpu = std::holds_alternative<detail::FileView>(state_->placement) ||
+                      std::holds_alternative<common::AlignedBuffer>(state_->placement);
+  if (!on_cpu) {
+    throw DeviceError(Errc::kDeviceNotOnCpu,
+                      fmt::format("storage '{}' is {}, not on the CPU", state_->key,
+                                  is_placed() ? "on " + state_->device.to_string()
+                                              : std::string("not loaded (open() reads no data)")));
+  }
+  return state_->cpu_bytes;
+}
+
+const void* Storage::device_pointer() const noexcept {
+  if (const auto* memory = std::get_if<std::unique_ptr<detail::DeviceMemory>>(&state_->placement)) {
+    return (*memory)->pointer();
+  }
+  return nullptr;
+}
+
+Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::vector<std::int64_t> sizes,
+               std::vector<std::int64_t> strides, std::int64_t storage_offset, bool requires_grad)
+    : storage_(std::move(storage)),
+      dtype_(dtype),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      storage_offset_(storage_offset),
+      requires_grad_(requires_grad) {}
+
+std::uint64_t Tensor::numel() const noexcept {
+  // The torch layer checked that the tensor fits its storage, so the product cannot overflow
+  // unless a size is zero, which ends the product early.
+  std::uint64_t n = 1;
+  for (const std::int64_t size : sizes_) {
+    if (size == 0) return 0;
+    n *= static_cast<std::uint64_t>(size);
+  }
+  return n;
+}
+
+std::uint64_t Tensor::nbytes() const noexcept {
+  return numel() * element_size(dtype_);
+}
+
+bool Tensor::is_contiguous() const noexcept {
+  std::int64_t expected = 1;
+  for (std::size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;  // torch ignores the stride of a size-1 dimension
+    if (sizes_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= sizes_[i];
+  }
+  return true;
+}
+
+const std::byte* Tensor::data() const {
+  return storage_->bytes().data() +
+         static_cast<std::size_t>(storage_offset_) * element_size(dtype_);
+}
+
+namespace {
+
+// Calls `run(pointer, bytes)` for each maximal contiguous run of the tensor's elements, in
+// row-major order: the innermost dimensions whose strides are the row-major ones are merged.
+template <typename F>
+void for_each_run(const std::byte* base, std::size_t item, std::span<const std::int64_t> sizes,
+                  std::span<const std::int64_t> strides, std::uint64_t count, F&& run) {
+  std::size_t inner = sizes.size();
+  std::int64_t run_elements = 1;
+  while (inner > 0 && (sizes[inner - 1] == 1 || strides[inner - 1] == run_elements)) {
+    run_elements *= sizes[inner - 1];
+    --inner;
+  }
+  const std::size_t run_bytes = static_cast<std::size_t>(run_elements) * item;
+  std::vector<std::int64_t> index(inner, 0);
+  std::int64_t offset = 0;
+  for (std::uint64_t done = 0; done < count; done += static_cast<std::uint64_t>(run_elements)) {
+    run(base + static_cast<std::size_t>(offset) * item, run_bytes);
+    // Odometer over the outer dimensions: the innermost moves fastest.
+    for (std::size_t d = inner; d-- > 0;) {
+      if (++index[d] < sizes[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= strides[d] * (sizes[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::byte> Tensor::contiguous_bytes() const {
+  const std::size_t item = element_size(dtype_);
+  const std::uint64_t count = numel();
+  std::vector<std::byte> out(count * item);
+  if (count == 0) return out;
+  std::byte* cursor = out.data();
+  for_each_run(data(), item, sizes_, strides_, count, [&](const std::byte* run, std::size_t n) {
+    std::memcpy(cursor, run, n);
+    cursor += n;
+  });
+  return out;
+}
+
+std::uint64_t Tensor::content_checksum() const {
+  const std::uint64_t count = numel();
+  if (count == 0) return XXH3_64bits(nullptr, 0);
+  const std::byte* base = data();
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  for_each_run(
+      base, element_size(dtype_), sizes_, strides_, count,
+      [&](const std::byte* run, std::size_t n) { XXH3_64bits_update(state.get(), run, n); });
+  return XXH3_64bits_digest(state.get());
+}
+
+}  // namespace pthload
