@@ -6,6 +6,7 @@
 
 #include "device/backend.hpp"
 #include "device/cpu/placement.hpp"
+#include "device/device_check.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "torch/state.hpp"
@@ -34,32 +35,6 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
         e.code(), fmt::format("storage '{}' is tagged '{}', which pthload cannot place: {}; pass "
                               "map_location \"cpu\" to load it onto the CPU",
                               storage.key, storage.location, e.message()));
-  }
-}
-
-// torch's own wording (torch/serialization.py _validate_device), with the storage named.
-void check_device_exists(const detail::StorageState& storage, Device device, bool remapped,
-                         int cuda_devices) {
-  if (device.type != Device::Type::kCuda) return;
-  const std::string origin =
-      remapped ? fmt::format("map_location sends storage '{}' (tagged '{}') to '{}'", storage.key,
-                             storage.location, device.to_string())
-               : fmt::format("storage '{}' is tagged '{}'", storage.key, storage.location);
-  if (cuda_devices == 0) {
-    throw DeviceError(Errc::kDeviceCudaUnavailable,
-                      fmt::format("{} but {}; pass map_location \"cpu\" (pthinspect: "
-                                  "--map-location cpu) to load it onto the CPU",
-                                  origin,
-                                  device::built_with_cuda() ? "no CUDA device is available"
-                                                            : "this build has no CUDA support"));
-  }
-  if (device.index >= cuda_devices) {
-    throw DeviceError(
-        Errc::kDeviceOrdinalOutOfRange,
-        fmt::format("{} but this machine has {} CUDA device{}; use map_location to "
-                    "map it to an existing device (e.g. {{\"{}\": \"cuda:0\"}} or "
-                    "\"cpu\")",
-                    origin, cuda_devices, cuda_devices == 1 ? "" : "s", storage.location));
   }
 }
 
@@ -101,7 +76,7 @@ Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
       if (device.type == Device::Type::kCuda && cuda_devices < 0) {
         cuda_devices = cuda_device_count();
       }
-      check_device_exists(storage_state, device, from_map_location, cuda_devices);
+      device::check_device_exists(storage_state, device, from_map_location, cuda_devices);
       plan.emplace_back(&storage_state, device);
     }
     std::sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) {

@@ -1,0 +1,37 @@
+// Whether the device a storage is headed for exists, in torch's words
+// (torch/serialization.py _validate_device) with the storage named.
+#include "device/device_check.hpp"
+
+#include <fmt/format.h>
+
+#include "device/backend.hpp"
+#include "pthload/error.hpp"
+
+namespace pthload::device {
+
+void check_device_exists(const detail::StorageState& storage, Device device, bool from_map_location,
+                         int cuda_devices) {
+  if (device.type != Device::Type::kCuda) return;
+  const std::string origin =
+      from_map_location ? fmt::format("map_location sends storage '{}' (tagged '{}') to '{}'",
+                                      storage.key, storage.location, device.to_string())
+                        : fmt::format("storage '{}' is tagged '{}'", storage.key, storage.location);
+  if (cuda_devices == 0) {
+    throw DeviceError(Errc::kDeviceCudaUnavailable,
+                      fmt::format("{} but {}; pass map_location \"cpu\" (pthinspect: "
+                                  "--map-location cpu) to load it onto the CPU",
+                                  origin,
+                                  device::built_with_cuda() ? "no CUDA device is available"
+                                                            : "this build has no CUDA support"));
+  }
+  if (device.index >= cuda_devices) {
+    throw DeviceError(
+        Errc::kDeviceOrdinalOutOfRange,
+        fmt::format("{} but this machine has {} CUDA device{}; use map_location to "
+                    "map it to an existing device (e.g. {{\"{}\": \"cuda:0\"}} or "
+                    "\"cpu\")",
+                    origin, cuda_devices, cuda_devices == 1 ? "" : "s", storage.location));
+  }
+}
+
+}  // namespace pthload::device

@@ -1,0 +1,221 @@
+// load(): map_location in each form, CPU views and copies, byte order, and the device errors.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "device/device_check.hpp"
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/error_code.hpp"
+#include "support/pickle_writer.hpp"
+
+using pthload::Device;
+using pthload::Errc;
+using pthload::test::checkpoint_file;
+using pthload::test::error_code_of;
+using pthload::test::float_record;
+using pthload::test::PickleWriter;
+
+namespace {
+
+// {'a': cpu storage '0', 'b': storage '1' tagged cuda:0, 'c': storage '2' tagged cuda:3}
+pthload::test::TempFile tagged_checkpoint() {
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("a").tensor_v2("FloatStorage", "0", 4, 0, {4}, {1}, "cpu");
+  p.str("b").tensor_v2("FloatStorage", "1", 4, 0, {2, 2}, {2, 1}, "cuda:0");
+  p.str("c").tensor_v2("FloatStorage", "2", 4, 1, {3}, {1}, "cuda:3");
+  p.setitems().stop();
+  return checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(4)},
+                                     {.name = "ck/data/1", .data = float_record(4)},
+                                     {.name = "ck/data/2", .data = float_record(4)}});
+}
+
+float element(const pthload::Tensor& t, std::size_t i) {
+  float value;
+  std::memcpy(&value, t.data() + i * sizeof(float), sizeof value);
+  return value;
+}
+
+std::string error_text(const pthload::test::TempFile& file, const pthload::LoadOptions& options) {
+  try {
+    (void)pthload::load(file.path(), options);
+  } catch (const pthload::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("device: Device::parse reads torch's device strings") {
+  CHECK(Device::parse("cpu") == Device::cpu());
+  CHECK(Device::parse("cuda") == Device::cuda());
+  CHECK(Device::parse("cuda:1") == Device::cuda(1));
+  CHECK(Device::parse("meta") == Device::meta());
+  CHECK(Device::cuda(2).to_string() == "cuda:2");
+  CHECK(error_code_of([] { (void)Device::parse("cuda:x"); }) == Errc::kDeviceBadString);
+  CHECK(error_code_of([] { (void)Device::parse("cuda:-1"); }) == Errc::kDeviceBadString);
+  CHECK(error_code_of([] { (void)Device::parse(""); }) == Errc::kDeviceBadString);
+  CHECK(error_code_of([] { (void)Device::parse("mps"); }) == Errc::kDeviceUnsupportedType);
+  CHECK(error_code_of([] { (void)Device::parse("xla:0"); }) == Errc::kDeviceUnsupportedType);
+}
+
+TEST_CASE("device: without map_location a CUDA tag on a machine without CUDA is a clear error") {
+  const auto file = tagged_checkpoint();
+  CHECK(error_code_of([&] { (void)pthload::load(file.path()); }) == Errc::kDeviceCudaUnavailable);
+  const std::string text = error_text(file, {});
+  CHECK(text.find("storage '1'") != std::string::npos);
+  CHECK(text.find("'cuda:0'") != std::string::npos);
+  CHECK(text.find("map_location \"cpu\"") != std::string::npos);
+  CHECK(text.find(file.path().string()) == 0);
+}
+
+TEST_CASE("device: map_location as a device string or a Device") {
+  const auto file = tagged_checkpoint();
+  for (const auto& map_location : {pthload::map_to("cpu"), pthload::map_to(Device::cpu())}) {
+    const auto checkpoint = pthload::load(file.path(), {.map_location = map_location});
+    for (const auto& storage : checkpoint.storages()) {
+      CHECK(storage->device() == Device::cpu());
+      CHECK(storage->is_file_view());
+    }
+    CHECK(element(checkpoint.tensor("c"), 0) == 1.0f);
+    CHECK(checkpoint.tensor("b").storage().location() == "cuda:0");  // the tag is kept
+  }
+  CHECK(error_code_of([] { (void)pthload::map_to("gpu:0"); }) == Errc::kDeviceUnsupportedType);
+}
+
+TEST_CASE("device: map_location as a dict renames tags exactly") {
+  const auto file = tagged_checkpoint();
+  const auto checkpoint = pthload::load(
+      file.path(), {.map_location = pthload::map_dict({{"cuda:0", "cpu"}, {"cuda:3", "cpu"}})});
+  CHECK(checkpoint.storages().size() == 3);
+  // A partial dict leaves cuda:3 where its tag says: an error naming that storage and tag.
+  const std::string text =
+      error_text(file, {.map_location = pthload::map_dict({{"cuda:0", "cpu"}})});
+  CHECK(text.find("storage '2' is tagged 'cuda:3'") != std::string::npos);
+  // Keys match exactly: "cuda" is not "cuda:0".
+  CHECK(error_code_of([&] {
+          (void)pthload::load(file.path(), {.map_location = pthload::map_dict({{"cuda", "cpu"}})});
+        }) == Errc::kDeviceCudaUnavailable);
+}
+
+TEST_CASE("device: map_location as a callable is called once per storage") {
+  const auto file = tagged_checkpoint();
+  std::vector<std::string> seen;
+  const pthload::MapLocation callable = [&](const pthload::StorageInfo& info,
+                                            std::string_view location) -> std::optional<Device> {
+    seen.push_back(std::string(info.key) + "@" + std::string(location));
+    CHECK(info.nbytes == 16);
+    CHECK(info.numel == 4);
+    CHECK(info.dtype == pthload::Dtype::kFloat32);
+    if (location == "cpu") return std::nullopt;  // falls back to the tag
+    return Device::cpu();
+  };
+  const auto checkpoint = pthload::load(file.path(), {.map_location = callable});
+  CHECK(seen == std::vector<std::string>{"0@cpu", "1@cuda:0", "2@cuda:3"});
+  CHECK(checkpoint.tensor("a").device() == Device::cpu());
+}
+
+TEST_CASE("device: a CUDA ordinal past the device count names the fix") {
+  pthload::detail::StorageState storage;
+  storage.key = "2";
+  storage.location = "cuda:3";
+  try {
+    pthload::device::check_device_exists(storage, Device::cuda(3), false, 1);
+    FAIL("no error");
+  } catch (const pthload::DeviceError& e) {
+    CHECK(e.code() == Errc::kDeviceOrdinalOutOfRange);
+    const std::string text = e.what();
+    CHECK(text.find("storage '2' is tagged 'cuda:3'") != std::string::npos);
+    CHECK(text.find("1 CUDA device") != std::string::npos);
+    CHECK(text.find("map_location") != std::string::npos);
+  }
+  CHECK_NOTHROW(pthload::device::check_device_exists(storage, Device::cuda(0), true, 1));
+  CHECK_NOTHROW(pthload::device::check_device_exists(storage, Device::cpu(), false, 0));
+}
+
+TEST_CASE("device: copy mode gives owned aligned buffers equal to the views") {
+  const auto file = tagged_checkpoint();
+  const auto cpu = pthload::map_to("cpu");
+  const auto views = pthload::load(file.path(), {.map_location = cpu});
+  const auto copies = pthload::load(file.path(), {.map_location = cpu, .copy = true});
+  for (std::size_t i = 0; i < views.storages().size(); ++i) {
+    const auto& view = *views.storages()[i];
+    const auto& copy = *copies.storages()[i];
+    CHECK(view.is_file_view());
+    CHECK_FALSE(copy.is_file_view());
+    CHECK(reinterpret_cast<std::uintptr_t>(copy.bytes().data()) % 64 == 0);
+    REQUIRE(view.bytes().size() == copy.bytes().size());
+    CHECK(std::memcmp(view.bytes().data(), copy.bytes().data(), view.bytes().size()) == 0);
+  }
+}
+
+TEST_CASE("device: meta placement reads no bytes") {
+  const auto file = tagged_checkpoint();
+  const auto checkpoint = pthload::load(file.path(), {.map_location = pthload::map_to("meta")});
+  const auto& storage = checkpoint.tensor("a").storage();
+  CHECK(storage.is_placed());
+  CHECK(storage.device() == Device::meta());
+  CHECK(error_code_of([&] { (void)storage.bytes(); }) == Errc::kDeviceNotOnCpu);
+}
+
+TEST_CASE("device: a tensor outlives its checkpoint") {
+  const auto file = tagged_checkpoint();
+  std::optional<pthload::Tensor> kept;
+  {
+    const auto checkpoint = pthload::load(file.path(), {.map_location = pthload::map_to("cpu")});
+    kept = checkpoint.tensor("c");
+  }
+  CHECK(element(*kept, 2) == 3.0f);
+}
+
+TEST_CASE("device: a big-endian checkpoint is byte-swapped by element size") {
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("f").tensor_v2("FloatStorage", "0", 2, 0, {2}, {1});
+  p.str("h").tensor_v2("ShortStorage", "1", 2, 0, {2}, {1});
+  p.setitems().stop();
+  std::string floats;  // 1.5f and -2.0f, big-endian
+  for (const std::uint32_t bits : {0x3fc00000u, 0xc0000000u}) {
+    for (int shift = 24; shift >= 0; shift -= 8)
+      floats += static_cast<char>((bits >> shift) & 0xff);
+  }
+  const auto file = checkpoint_file(
+      p.bytes(), {{.name = "ck/byteorder", .data = "big"},
+                  {.name = "ck/data/0", .data = floats},
+                  {.name = "ck/data/1", .data = std::string("\x01\x02\x00\x07", 4)}});
+  const auto checkpoint = pthload::load(file.path());
+  const auto& f = checkpoint.tensor("f");
+  CHECK_FALSE(f.storage().is_file_view());
+  CHECK(element(f, 0) == 1.5f);
+  CHECK(element(f, 1) == -2.0f);
+  std::int16_t shorts[2];
+  std::memcpy(shorts, checkpoint.tensor("h").data(), sizeof shorts);
+  CHECK(shorts[0] == 0x0102);
+  CHECK(shorts[1] == 7);
+}
+
+TEST_CASE("device: a view's contiguous bytes and checksum follow its strides") {
+  PickleWriter p;
+  p.tensor_v2("FloatStorage", "0", 6, 0, {3, 2}, {1, 3}).stop();  // transpose of [[0,1,2],[3,4,5]]
+  const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(6)}});
+  const auto checkpoint = pthload::load(file.path());
+  const auto& t = checkpoint.tensors().front().tensor;
+  const auto bytes = t.contiguous_bytes();
+  std::vector<float> values(6);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  CHECK(values == std::vector<float>{0, 3, 1, 4, 2, 5});
+
+  PickleWriter q;
+  q.tensor_v2("FloatStorage", "0", 6, 0, {6}, {1}).stop();
+  std::string reordered;
+  for (const float v : values)
+    reordered.append(reinterpret_cast<const char*>(&v), sizeof v);
+  const auto same = checkpoint_file(q.bytes(), {{.name = "ck/data/0", .data = reordered}});
+  const auto contiguous = pthload::load(same.path());
+  CHECK(t.content_checksum() == contiguous.tensors().front().tensor.content_checksum());
+}
