@@ -238,7 +238,8 @@ class Printer {
     std::vector<std::pair<const Value*, std::size_t>> work{{&root, 0}};
     std::unordered_set<const Value*> seen;
     while (!work.empty()) {
-      const auto [v, depth] = work.back();
+      const Value* v = work.back().first;
+      const std::size_t depth = work.back().second;
       work.pop_back();
       if (!is_compound(*v) || depth > options_.max_depth) continue;
       if (!seen.insert(v).second) {

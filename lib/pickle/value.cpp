@@ -7,11 +7,14 @@
 #include <limits>
 #include <new>
 
+#include "pthload/error.hpp"
+
 namespace pthload::pickle {
 namespace {
 
 // Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 1 MiB, so a large
-// pickle costs one allocation per MiB; a request larger than that gets a block of its own.
+// pickle costs one allocation per MiB; a request larger than half that gets a block of its own.
+// (Larger blocks were slower: glibc serves them with fresh mmaps, page-faulted on every run.)
 constexpr std::size_t kFirstBlockSize = 4096;
 constexpr std::size_t kMaxBlockSize = std::size_t{1} << 20;
 
@@ -126,12 +129,14 @@ std::span<const DictItem> Value::dict_items() const noexcept {
 
 std::span<const Value* const> Value::added_items() const noexcept {
   const auto* b = body();
-  return b != nullptr ? b->added.span() : std::span<const Value* const>{};
+  return b != nullptr && b->extra != nullptr ? b->extra->added.span()
+                                             : std::span<const Value* const>{};
 }
 
 std::span<const Value* const> Value::states() const noexcept {
   const auto* b = body();
-  return b != nullptr ? b->states.span() : std::span<const Value* const>{};
+  return b != nullptr && b->extra != nullptr ? b->extra->states.span()
+                                             : std::span<const Value* const>{};
 }
 
 const Value* Value::state() const noexcept {
@@ -151,7 +156,8 @@ const Value& Value::args() const noexcept {
 
 const Value* Value::kwargs() const noexcept {
   assert(kind_ == Kind::kCall);
-  return call_.body != nullptr ? call_.body->kwargs : nullptr;
+  return call_.body != nullptr && call_.body->extra != nullptr ? call_.body->extra->kwargs
+                                                               : nullptr;
 }
 
 const Value& Value::persistent_id() const noexcept {
@@ -214,6 +220,15 @@ Value* ValueArena::new_value(Kind kind) {
 }
 
 Value* ValueArena::make_int(std::int64_t value) {
+  if (value >= kSmallIntMin && value <= kSmallIntMax) {
+    Value*& shared = small_ints_[value - kSmallIntMin];
+    if (shared == nullptr) {
+      shared = new_value(Kind::kInt);
+      shared->integer_ = value;
+      --value_count_;
+    }
+    return shared;
+  }
   Value* v = new_value(Kind::kInt);
   v->integer_ = value;
   return v;
@@ -350,7 +365,7 @@ Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args, 
   v->call_ = {callable, args, nullptr};
   std::uint32_t depth = std::max(callable->depth(), args->depth());
   if (kwargs != nullptr) {
-    body_of(*v).kwargs = kwargs;
+    extra_of(*v).kwargs = kwargs;
     depth = std::max(depth, kwargs->depth());
   }
   v->depth_ = depth + 1;
@@ -376,17 +391,27 @@ detail::Body& ValueArena::body_of(Value& target) {
   return *target.container_;
 }
 
+detail::Extra& ValueArena::extra_of(Value& target) {
+  auto& body = body_of(target);
+  if (body.extra == nullptr) {
+    body.extra = ::new (allocate(sizeof(detail::Extra), alignof(detail::Extra))) detail::Extra{};
+  }
+  return *body.extra;
+}
+
 template <typename T>
 void ValueArena::grow_push(detail::GrowArray<T>& array, std::size_t extra) {
   if (array.capacity - array.size >= extra) return;
-  if (extra > std::numeric_limits<std::size_t>::max() / sizeof(T) / 4 - array.size) {
-    throw std::bad_alloc();
+  // Reaching 2^32 items takes billions of opcodes; refuse rather than wrap.
+  if (extra > UINT32_MAX / 2 - array.size) {
+    throw FormatError(Errc::kPickleLimitExceeded, "pickle: a container exceeds 2^31 items");
   }
-  const std::size_t capacity = std::max({array.size + extra, array.capacity * 2, std::size_t{4}});
+  const std::size_t capacity =
+      std::max({array.size + extra, std::size_t{array.capacity} * 2, std::size_t{2}});
   auto* data = static_cast<T*>(allocate(capacity * sizeof(T), alignof(T)));
   if (array.size != 0) std::memcpy(static_cast<void*>(data), array.data, array.size * sizeof(T));
   array.data = data;
-  array.capacity = capacity;
+  array.capacity = static_cast<std::uint32_t>(capacity);
 }
 
 void ValueArena::append(Value& target, const Value* item) {
@@ -401,7 +426,7 @@ void ValueArena::append_many(Value& target, std::span<Value* const> items) {
   auto& array = body_of(target).items;
   grow_push(array, items.size());
   std::copy(items.begin(), items.end(), array.data + array.size);
-  array.size += items.size();
+  array.size += static_cast<std::uint32_t>(items.size());
   for (const Value* item : items)
     raise_depth(target, item);
 }
@@ -415,15 +440,14 @@ void ValueArena::set_item(Value& target, const Value* key, const Value* value) {
 }
 
 void ValueArena::add_item(Value& target, const Value* item) {
-  auto& body = body_of(target);
-  auto& array = target.kind_ == Kind::kCall ? body.added : body.items;
+  auto& array = target.kind_ == Kind::kCall ? extra_of(target).added : body_of(target).items;
   grow_push(array, 1);
   array.data[array.size++] = item;
   raise_depth(target, item);
 }
 
 void ValueArena::add_state(Value& target, const Value* state) {
-  auto& states = body_of(target).states;
+  auto& states = extra_of(target).states;
   grow_push(states, 1);
   states.data[states.size++] = state;
   raise_depth(target, state);

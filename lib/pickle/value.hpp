@@ -50,22 +50,27 @@ struct DictItem {
 namespace detail {
 
 /// An arena array that grows by doubling; the old block stays in the arena (at most as much
-/// again as the final size).
+/// again as the final size). Sizes are 32-bit to keep bodies small; growing past that throws.
 template <typename T>
 struct GrowArray {
   T* data = nullptr;
-  std::size_t size = 0;
-  std::size_t capacity = 0;
+  std::uint32_t size = 0;
+  std::uint32_t capacity = 0;
   [[nodiscard]] std::span<const T> span() const noexcept { return {data, size}; }
+};
+
+/// What rarely happens to a value: ADDITEMS on a Call, BUILD, NEWOBJ_EX's keywords.
+struct Extra {
+  GrowArray<const Value*> added;   ///< ADDITEMS on a Call
+  GrowArray<const Value*> states;  ///< BUILD
+  const Value* kwargs = nullptr;   ///< NEWOBJ_EX's keyword arguments (Calls only)
 };
 
 /// What a list, dict, set or mutated Call accumulates after it was created.
 struct Body {
-  GrowArray<const Value*> items;   ///< APPEND(S); ADDITEMS for a set
-  GrowArray<const Value*> added;   ///< ADDITEMS on a Call
-  GrowArray<DictItem> entries;     ///< SETITEM(S)
-  GrowArray<const Value*> states;  ///< BUILD
-  const Value* kwargs = nullptr;   ///< NEWOBJ_EX's keyword arguments (Calls only)
+  GrowArray<const Value*> items;  ///< APPEND(S); ADDITEMS for a set
+  GrowArray<DictItem> entries;    ///< SETITEM(S)
+  Extra* extra = nullptr;
 };
 
 }  // namespace detail
@@ -203,6 +208,7 @@ class ValueArena {
   [[nodiscard]] Value* boolean(bool value) const noexcept { return value ? true_ : false_; }
   [[nodiscard]] Value* empty_tuple() const noexcept { return empty_tuple_; }
 
+  /// An int; -5 to 256 are shared, like Python's.
   [[nodiscard]] Value* make_int(std::int64_t value);
   /// From two's-complement little-endian bytes of any length: a kInt when it fits, else a
   /// kBigInt holding the minimal bytes (copied).
@@ -237,7 +243,7 @@ class ValueArena {
   void add_item(Value& target, const Value* item);
   void add_state(Value& target, const Value* state);
 
-  /// Values made so far (the singletons excluded).
+  /// Values made so far (the singletons and shared small ints excluded).
   [[nodiscard]] std::size_t value_count() const noexcept { return value_count_; }
   /// Bytes obtained from the system so far.
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
@@ -246,6 +252,7 @@ class ValueArena {
   Value* new_value(Kind kind);
   static void raise_depth(Value& target, const Value* child) noexcept;
   detail::Body& body_of(Value& target);
+  detail::Extra& extra_of(Value& target);
   template <typename T>
   void grow_push(detail::GrowArray<T>& array, std::size_t extra);
   void* allocate_slow(std::size_t size, std::size_t alignment);
@@ -260,6 +267,11 @@ class ValueArena {
   Value* true_ = nullptr;
   Value* false_ = nullptr;
   Value* empty_tuple_ = nullptr;
+  // Python shares its small ints; so does the arena, which saves most ints of a checkpoint
+  // (sizes, strides, offsets).
+  static constexpr int kSmallIntMin = -5;
+  static constexpr int kSmallIntMax = 256;
+  Value* small_ints_[kSmallIntMax - kSmallIntMin + 1] = {};
 };
 
 inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {

@@ -75,9 +75,14 @@ TEST_CASE("pickle: deep nesting far beyond the default fails cleanly, without re
 TEST_CASE("pickle: max_pickle_values bounds the values made") {
   Limits limits;
   limits.max_pickle_values = 3;
-  CHECK_NOTHROW((void)run("(K\x01K\x02l."s, {}, limits));
-  check_limit("(K\x01K\x02K\x03K\x04l.", limits, "limit max_pickle_values (3) exceeded in BININT1",
-              7);
-  // Shared nodes cost nothing: DUP and GET push without making values.
+  CHECK_NOTHROW((void)run("(M\x00\x10M\x00\x11l."s, {}, limits));
+  check_limit("(M\x00\x10M\x00\x11M\x00\x12M\x00\x13l."sv, limits,
+              "limit max_pickle_values (3) exceeded in BININT2", 10);
+  // Shared nodes cost nothing: DUP and GET push without making values, and ints from -5 to 256
+  // are shared as in Python.
   CHECK_NOTHROW((void)run("(]2222l."s, {}, limits));
+  const auto small = run("(K\x07K\x07J\xfb\xff\xff\xffJ\xfb\xff\xff\xffl."s, {}, limits);
+  CHECK(small.root->items()[0] == small.root->items()[1]);
+  CHECK(small.root->items()[2] == small.root->items()[3]);
+  CHECK(small.root->items()[2]->as_int() == -5);
 }
