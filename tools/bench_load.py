@@ -38,7 +38,7 @@ print(json.dumps({"torch_version": torch.__version__, "median_ms": statistics.me
 
 
 def pthbench(binary, path, runs):
-    out = subprocess.run([binary, "load", "--runs", str(runs), path], check=True,
+    out = subprocess.run([binary, "-n", str(runs), "load", path], check=True,
                          capture_output=True, text=True).stdout
     return {line.split()[0]: float(line.split("median")[1].split()[0])
             for line in out.splitlines() if "median" in line}

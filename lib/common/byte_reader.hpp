@@ -87,10 +87,10 @@ class ByteReader {
 
  private:
   [[noreturn]] void fail(std::string_view what, std::size_t wanted) const {
-    throw FormatError(truncated_code_,
-                      fmt::format("truncated: {} needs {} bytes, {} remain", what, wanted,
-                                  remaining()),
-                      {.offset = base_offset_ + position_});
+    throw FormatError(
+        truncated_code_,
+        fmt::format("truncated: {} needs {} bytes, {} remain", what, wanted, remaining()),
+        {.offset = base_offset_ + position_});
   }
 
   std::span<const std::byte> bytes_;

@@ -89,12 +89,20 @@ MappedFile MappedFile::open(const std::filesystem::path& path, std::uint64_t max
   }
   if (S_ISREG(info.st_mode) && static_cast<std::uint64_t>(info.st_size) > max_read_bytes) {
     throw IoError(Errc::kIoFileTooLarge,
-                  fmt::format("file of {} bytes exceeds the read limit of {} bytes",
-                              info.st_size, max_read_bytes),
+                  fmt::format("file of {} bytes exceeds the read limit of {} bytes", info.st_size,
+                              max_read_bytes),
                   {.path = path.string()});
   }
   auto& buffer = file.owner_.emplace<AlignedBuffer>(read_all(fd.get(), path, max_read_bytes));
   file.bytes_ = buffer.span();
+  return file;
+}
+
+MappedFile MappedFile::from_bytes(std::span<const std::byte> bytes) {
+  MappedFile file;
+  auto& buffer = file.owner_.emplace<AlignedBuffer>(bytes.size());
+  if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+  file.bytes_ = buffer.span().first(bytes.size());
   return file;
 }
 
@@ -111,7 +119,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 void MappedFile::release() noexcept {
   if (auto* mapping = std::get_if<Mapping>(&owner_)) ::munmap(mapping->address, mapping->length);

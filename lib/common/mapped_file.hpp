@@ -19,9 +19,13 @@ class MappedFile {
  public:
   /// Opens `path`. A read fallback stops with IoError(kIoFileTooLarge) past `max_read_bytes`,
   /// so an endless pipe cannot exhaust memory. Throws IoError with errno's text.
-  [[nodiscard]] static MappedFile open(const std::filesystem::path& path,
-                                       std::uint64_t max_read_bytes =
-                                           std::numeric_limits<std::uint64_t>::max());
+  [[nodiscard]] static MappedFile open(
+      const std::filesystem::path& path,
+      std::uint64_t max_read_bytes = std::numeric_limits<std::uint64_t>::max());
+
+  /// A copy of `bytes` in an owned buffer, as if read from a file (tests, fuzzing, callers
+  /// that already hold the checkpoint in memory). Throws std::bad_alloc.
+  [[nodiscard]] static MappedFile from_bytes(std::span<const std::byte> bytes);
 
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;

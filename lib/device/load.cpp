@@ -7,6 +7,7 @@
 #include "device/backend.hpp"
 #include "device/cpu/placement.hpp"
 #include "device/device_check.hpp"
+#include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "torch/state.hpp"
@@ -61,8 +62,9 @@ void place(const detail::CheckpointState& checkpoint, detail::StorageState& stor
 
 }  // namespace
 
-Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
-  Checkpoint checkpoint = open(path, options);
+namespace device {
+
+void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
   auto& state = checkpoint.state();
   try {
     // Every device is decided and checked before any byte moves: a bad tag fails in
@@ -94,6 +96,13 @@ Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
     if (e.context().path.empty()) e.context().path = state.path;
     throw;
   }
+}
+
+}  // namespace device
+
+Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
+  Checkpoint checkpoint = open(path, options);
+  device::place_storages(checkpoint, options);
   return checkpoint;
 }
 

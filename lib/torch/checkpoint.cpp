@@ -11,6 +11,7 @@
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "torch/naming.hpp"
+#include "torch/open.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
 
@@ -137,11 +138,14 @@ const Tensor& Checkpoint::tensor(std::string_view name) const {
   return found->tensor;
 }
 
-Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
+namespace torch {
+
+Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
+                       const LoadOptions& options) {
   auto state = std::make_unique<detail::CheckpointState>();
-  state->path = path.string();
+  state->path = std::move(path);
+  state->file = std::move(file);
   try {
-    state->file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
     const auto bytes = state->file->bytes();
     if (starts_with(bytes, kZipMagic)) {
       state->format = Format::kZip;
@@ -163,6 +167,19 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     throw;
   }
   return Checkpoint(std::move(state));
+}
+
+}  // namespace torch
+
+Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
+  std::shared_ptr<const common::MappedFile> file;
+  try {
+    file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = path.string();
+    throw;
+  }
+  return torch::open_mapped(std::move(file), path.string(), options);
 }
 
 }  // namespace pthload

@@ -38,10 +38,10 @@ int bench_load(const Options& options) {
   for (const auto& file : options.files) {
     std::size_t file_bytes = 0;
     std::size_t tensors = 0;
-    report("read", file, 0, time_runs(options.repetitions, [&] { file_bytes = read_whole_file(file); }));
-    report("open", file, file_bytes, time_runs(options.repetitions, [&] {
-             tensors = pthload::open(file).tensors().size();
-           }));
+    report("read", file, 0,
+           time_runs(options.repetitions, [&] { file_bytes = read_whole_file(file); }));
+    report("open", file, file_bytes,
+           time_runs(options.repetitions, [&] { tensors = pthload::open(file).tensors().size(); }));
     const auto cpu = pthload::map_to("cpu");
     report("view", file, file_bytes, time_runs(options.repetitions, [&] {
              (void)pthload::load(file, {.map_location = cpu});

@@ -1,0 +1,32 @@
+// pthbench's shared pieces: options, timing and the one-line report every benchmark prints.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pthbench {
+
+struct Options {
+  int repetitions = 20;
+  std::vector<std::string> files;
+};
+
+using Benchmark = std::function<int(const Options&)>;
+
+/// The whole file.
+std::vector<char> read_file(const std::string& path);
+
+/// Times `body` `repetitions` times (after one warm-up run); returns milliseconds, sorted.
+std::vector<double> time_runs(int repetitions, const std::function<void()>& body);
+
+/// `NAME FILE: BYTES bytes, N runs, median X ms, min Y ms, Z MB/s` (MB/s only when bytes > 0).
+void report(std::string_view name, const std::string& file, std::size_t bytes,
+            const std::vector<double>& ms);
+
+int bench_pickle(const Options& options);
+int bench_load(const Options& options);
+
+}  // namespace pthbench
