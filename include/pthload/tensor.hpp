@@ -61,15 +61,20 @@ class PTHLOAD_API Storage {
 /// exactly as torch rebuilds it. Copyable: copies share the storage.
 class PTHLOAD_API Tensor {
  public:
-  Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::vector<std::int64_t> sizes,
-         std::vector<std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
+  /// A tensor over `storage`; `sizes` and `strides` must have the same length (copied).
+  Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::span<const std::int64_t> sizes,
+         std::span<const std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
 
   [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
-  [[nodiscard]] std::span<const std::int64_t> sizes() const noexcept { return sizes_; }
-  [[nodiscard]] std::span<const std::int64_t> strides() const noexcept { return strides_; }
+  [[nodiscard]] std::span<const std::int64_t> sizes() const noexcept {
+    return std::span(dims_).first(dims_.size() / 2);
+  }
+  [[nodiscard]] std::span<const std::int64_t> strides() const noexcept {
+    return std::span(dims_).subspan(dims_.size() / 2);
+  }
   [[nodiscard]] std::int64_t storage_offset() const noexcept { return storage_offset_; }
   [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }
-  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }
+  [[nodiscard]] std::size_t dim() const noexcept { return dims_.size() / 2; }
   /// The product of the sizes (1 for a 0-dim tensor).
   [[nodiscard]] std::uint64_t numel() const noexcept;
   /// numel() × element_size(dtype()).
@@ -94,8 +99,7 @@ class PTHLOAD_API Tensor {
  private:
   std::shared_ptr<const Storage> storage_;
   Dtype dtype_;
-  std::vector<std::int64_t> sizes_;
-  std::vector<std::int64_t> strides_;
+  std::vector<std::int64_t> dims_;  // the sizes, then the strides: one allocation per tensor
   std::int64_t storage_offset_;
   bool requires_grad_;
 };

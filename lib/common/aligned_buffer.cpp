@@ -1,19 +1,36 @@
-// AlignedBuffer: aligned_alloc needs a size that is a multiple of the alignment.
+// AlignedBuffer: aligned_alloc needs a size that is a multiple of the alignment. Large buffers
+// are 2 MiB aligned and advised as huge pages: filling a 1 GB storage then costs 512 page faults
+// instead of 262 144, which is most of the time a copy into fresh memory takes.
 #include "common/aligned_buffer.hpp"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <new>
 
 namespace pthload::common {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugePageThreshold = std::size_t{2} << 20;
+
+}  // namespace
 
 AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
-  // Rounded up because std::aligned_alloc requires a multiple of the alignment; a zero-size
-  // buffer still gets one block so data() is never null for a live buffer.
-  const std::size_t rounded =
-      size == 0 ? kAlignment : (size + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded < size) throw std::bad_alloc();
-  void* memory = std::aligned_alloc(kAlignment, rounded);
-  if (memory == nullptr) throw std::bad_alloc();
+  const std::size_t alignment = size >= kHugePageThreshold ? kHugePage : kAlignment;
+  // posix_memalign, unlike aligned_alloc, needs no size rounding: a huge-page aligned buffer does
+  // not waste up to 2 MiB at its end. A zero-size buffer still gets memory, so data() is never
+  // null for a live buffer.
+  void* memory = nullptr;
+  if (::posix_memalign(&memory, alignment, size == 0 ? alignment : size) != 0) {
+    throw std::bad_alloc();
+  }
   storage_.reset(static_cast<std::byte*>(memory));
+#ifdef MADV_HUGEPAGE
+  // Advice only: where transparent huge pages are off, this fails harmlessly. The range is cut to
+  // whole pages, which madvise requires.
+  if (alignment == kHugePage) ::madvise(memory, size / 4096 * 4096, MADV_HUGEPAGE);
+#endif
 }
 
 }  // namespace pthload::common

@@ -41,8 +41,9 @@ struct StorageState {
   Dtype dtype = Dtype::kUInt8;
   std::uint64_t numel = 0;
   std::uint64_t nbytes = 0;
-  /// Where the bytes are in the file: the zip record (until placed).
-  std::optional<zip::Entry> record;
+  /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
+  /// while the Checkpoint lives; only placement, inside load(), reads it).
+  const zip::Entry* record = nullptr;
   /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
   std::size_t swap_unit = 1;
 

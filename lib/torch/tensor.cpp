@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include "common/checked.hpp"
+#include "common/assert.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/state.hpp"
@@ -56,20 +56,24 @@ const void* Storage::device_pointer() const noexcept {
   return nullptr;
 }
 
-Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::vector<std::int64_t> sizes,
-               std::vector<std::int64_t> strides, std::int64_t storage_offset, bool requires_grad)
+Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype,
+               std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+               std::int64_t storage_offset, bool requires_grad)
     : storage_(std::move(storage)),
       dtype_(dtype),
-      sizes_(std::move(sizes)),
-      strides_(std::move(strides)),
       storage_offset_(storage_offset),
-      requires_grad_(requires_grad) {}
+      requires_grad_(requires_grad) {
+  PTHLOAD_ASSERT(sizes.size() == strides.size());
+  dims_.reserve(sizes.size() * 2);
+  dims_.insert(dims_.end(), sizes.begin(), sizes.end());
+  dims_.insert(dims_.end(), strides.begin(), strides.end());
+}
 
 std::uint64_t Tensor::numel() const noexcept {
   // The torch layer checked that the tensor fits its storage, so the product cannot overflow
   // unless a size is zero, which ends the product early.
   std::uint64_t n = 1;
-  for (const std::int64_t size : sizes_) {
+  for (const std::int64_t size : sizes()) {
     if (size == 0) return 0;
     n *= static_cast<std::uint64_t>(size);
   }
@@ -82,11 +86,11 @@ std::uint64_t Tensor::nbytes() const noexcept {
 
 bool Tensor::is_contiguous() const noexcept {
   std::int64_t expected = 1;
-  for (std::size_t i = sizes_.size(); i-- > 0;) {
-    if (sizes_[i] == 1) continue;  // torch ignores the stride of a size-1 dimension
-    if (sizes_[i] == 0) return true;
-    if (strides_[i] != expected) return false;
-    expected *= sizes_[i];
+  for (std::size_t i = sizes().size(); i-- > 0;) {
+    if (sizes()[i] == 1) continue;  // torch ignores the stride of a size-1 dimension
+    if (sizes()[i] == 0) return true;
+    if (strides()[i] != expected) return false;
+    expected *= sizes()[i];
   }
   return true;
 }
@@ -134,7 +138,7 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
   std::vector<std::byte> out(count * item);
   if (count == 0) return out;
   std::byte* cursor = out.data();
-  for_each_run(data(), item, sizes_, strides_, count, [&](const std::byte* run, std::size_t n) {
+  for_each_run(data(), item, sizes(), strides(), count, [&](const std::byte* run, std::size_t n) {
     std::memcpy(cursor, run, n);
     cursor += n;
   });
@@ -150,7 +154,7 @@ std::uint64_t Tensor::content_checksum() const {
   if (!state) throw std::bad_alloc();
   XXH3_64bits_reset(state.get());
   for_each_run(
-      base, element_size(dtype_), sizes_, strides_, count,
+      base, element_size(dtype_), sizes(), strides(), count,
       [&](const std::byte* run, std::size_t n) { XXH3_64bits_update(state.get(), run, n); });
   return XXH3_64bits_digest(state.get());
 }

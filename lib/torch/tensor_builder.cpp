@@ -21,8 +21,12 @@ using pickle::Value;
 // the bound keeps a hostile size tuple from costing more than it should.
 constexpr std::size_t kMaxDims = 1024;
 
-[[noreturn]] void bad_arguments(std::string_view function, std::string_view what) {
-  throw FormatError(Errc::kTorchBadRebuildArguments, fmt::format("{}: {}", function, what));
+std::string global_name(const Value& callable);
+
+// `function` is the rebuild function's global: its name is formatted only when there is an error.
+[[noreturn]] void bad_arguments(const Value& function, std::string_view what) {
+  throw FormatError(Errc::kTorchBadRebuildArguments,
+                    fmt::format("{}: {}", global_name(function), what));
 }
 
 std::string global_name(const Value& callable) {
@@ -30,7 +34,7 @@ std::string global_name(const Value& callable) {
   return fmt::format("{}.{}", callable.module(), callable.name());
 }
 
-const Value& argument(const Value& args, std::size_t index, std::string_view function) {
+const Value& argument(const Value& args, std::size_t index, const Value& function) {
   const auto items = args.items();
   if (index >= items.size()) {
     bad_arguments(function,
@@ -39,14 +43,14 @@ const Value& argument(const Value& args, std::size_t index, std::string_view fun
   return *items[index];
 }
 
-std::int64_t int_argument(const Value& value, std::string_view function, std::string_view what) {
+std::int64_t int_argument(const Value& value, const Value& function, std::string_view what) {
   if (value.is(Kind::kInt)) return value.as_int();
   if (value.is(Kind::kBool)) return value.as_bool() ? 1 : 0;
   bad_arguments(function,
                 fmt::format("{} is a {}, not an int", what, pickle::kind_name(value.kind())));
 }
 
-bool bool_argument(const Value& value, std::string_view function, std::string_view what) {
+bool bool_argument(const Value& value, const Value& function, std::string_view what) {
   if (value.is(Kind::kBool)) return value.as_bool();
   if (value.is(Kind::kInt)) return value.as_int() != 0;
   bad_arguments(function,
@@ -54,8 +58,9 @@ bool bool_argument(const Value& value, std::string_view function, std::string_vi
 }
 
 // Sizes and strides are plain tuples in torch.save files, torch.Size(tuple) in some others.
-std::vector<std::int64_t> int_tuple(const Value& value, std::string_view function,
-                                    std::string_view what) {
+// Written into `result` (reused scratch: no allocation per tensor).
+void int_tuple(const Value& value, const Value& function, std::string_view what,
+               std::vector<std::int64_t>& result) {
   const Value* tuple = &value;
   if (value.is(Kind::kCall) && classify_global(value.callable()) == KnownGlobal::kSize &&
       !value.args().items().empty()) {
@@ -70,14 +75,12 @@ std::vector<std::int64_t> int_tuple(const Value& value, std::string_view functio
     bad_arguments(function,
                   fmt::format("{} has {} dimensions (at most {})", what, items.size(), kMaxDims));
   }
-  std::vector<std::int64_t> result;
-  result.reserve(items.size());
+  result.clear();
   for (const Value* item : items) {
     const std::int64_t n = int_argument(*item, function, what);
     if (n < 0) bad_arguments(function, fmt::format("{} holds a negative value {}", what, n));
     result.push_back(n);
   }
-  return result;
 }
 
 std::string text_of(const Value& value) {
@@ -108,18 +111,20 @@ std::optional<std::uint64_t> last_element(std::int64_t offset, std::span<const s
 }  // namespace
 
 TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix)
-    : checkpoint_(checkpoint), data_prefix_(std::move(data_prefix)) {}
+    : checkpoint_(checkpoint), data_prefix_(std::move(data_prefix)) {
+  // A checkpoint has about one storage per record and a few tensors per storage.
+  const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
+  storage_by_record_.resize(records);
+  checkpoint_.storages.reserve(records);
+}
 
 std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
-  if (const auto found = tensors_.find(&value); found != tensors_.end()) return found->second;
-  auto tensor = rebuild(value.callable(), value.args());
-  tensors_.emplace(&value, tensor);
-  return tensor;
+  return rebuild(value.callable(), value.args());
 }
 
 std::optional<Tensor> TensorBuilder::rebuild(const Value& callable, const Value& args) {
-  const std::string function = global_name(callable);
+  const Value& function = callable;
   switch (classify_global(callable)) {
     case KnownGlobal::kRebuildTensor:
     case KnownGlobal::kRebuildTensorV2:
@@ -155,20 +160,22 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& callable, const Value&
       throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
                              fmt::format("{} is not supported yet (quantized, sparse, nested and "
                                          "device-specific tensors come in a later release)",
-                                         function));
+                                         global_name(function)));
     default:
       return std::nullopt;
   }
 }
 
 Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
-  const std::string function = global_name(callable);
+  const Value& function = callable;
   const auto kind = classify_global(callable);
   auto storage = storage_of(argument(args, 0, function));
   const std::int64_t offset = int_argument(argument(args, 1, function), function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
-  auto sizes = int_tuple(argument(args, 2, function), function, "size");
-  auto strides = int_tuple(argument(args, 3, function), function, "stride");
+  auto& sizes = sizes_scratch_;
+  auto& strides = strides_scratch_;
+  int_tuple(argument(args, 2, function), function, "size", sizes);
+  int_tuple(argument(args, 3, function), function, "stride", strides);
   if (sizes.size() != strides.size()) {
     bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
                                         strides.size()));
@@ -183,8 +190,9 @@ Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
     const Value& dtype_value = argument(args, 6, function);
     const auto explicit_dtype = dtype_of_global(dtype_value);
     if (!explicit_dtype) {
-      throw FormatError(Errc::kTorchUnknownDtype,
-                        fmt::format("{}: unknown dtype {}", function, global_name(dtype_value)));
+      throw FormatError(
+          Errc::kTorchUnknownDtype,
+          fmt::format("{}: unknown dtype {}", global_name(function), global_name(dtype_value)));
     }
     dtype = *explicit_dtype;
   }
@@ -199,12 +207,11 @@ Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
           Errc::kTorchTensorOutOfBounds,
           fmt::format("{}: a {} tensor of size ({}) stride ({}) at offset {} reads "
                       "past the end of storage '{}' ({} bytes)",
-                      function, dtype_name(dtype), fmt::join(sizes, ", "), fmt::join(strides, ", "),
-                      offset, storage->key(), storage->nbytes()));
+                      global_name(function), dtype_name(dtype), fmt::join(sizes, ", "),
+                      fmt::join(strides, ", "), offset, storage->key(), storage->nbytes()));
     }
   }
-  return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), offset,
-                requires_grad);
+  return Tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
 }
 
 std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent) {
@@ -212,9 +219,6 @@ std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent
     throw FormatError(Errc::kTorchBadRebuildArguments,
                       fmt::format("expected a storage (a persistent id), got a {}",
                                   pickle::kind_name(persistent.kind())));
-  }
-  if (auto found = storages_by_id_.find(&persistent); found != storages_by_id_.end()) {
-    return found->second;
   }
   // ('storage', storage_type, key, location, numel) — torch/serialization.py _save.
   const Value& id = persistent.persistent_id();
@@ -226,63 +230,60 @@ std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent
   }
   const Value& storage_type = *fields[1];
   std::string key = text_of(*fields[2]);
-  std::string location = text_of(*fields[3]);
   if (!fields[4]->is(Kind::kInt) || fields[4]->as_int() < 0) {
     throw FormatError(Errc::kTorchBadPersistentId,
                       fmt::format("storage '{}': numel is not a non-negative int", key));
   }
   const auto numel = static_cast<std::uint64_t>(fields[4]->as_int());
 
-  std::shared_ptr<Storage> storage;
-  if (auto found = storages_by_key_.find(key); found != storages_by_key_.end()) {
-    // torch caches storages by key: the first persistent id for a key wins.
-    storage = found->second;
-  } else {
-    std::optional<Dtype> dtype;
-    if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
-    if (!dtype) {
-      throw FormatError(
-          Errc::kTorchUnknownStorageType,
-          fmt::format("storage '{}': unknown storage type {}", key, global_name(storage_type)));
-    }
-    const auto nbytes = common::checked_mul(numel, element_size(*dtype));
-    if (!nbytes) {
-      throw FormatError(Errc::kTorchStorageTooSmall,
-                        fmt::format("storage '{}': {} elements overflow", key, numel));
-    }
-    const std::string record_name = data_prefix_ + key;
-    const zip::Entry* record = checkpoint_.archive->find(record_name);
-    if (record == nullptr) {
-      throw FormatError(Errc::kTorchStorageRecordMissing,
-                        fmt::format("storage '{}': no record {}", key, record_name));
-    }
-    if (record->uncompressed_size < *nbytes) {
-      throw FormatError(Errc::kTorchStorageTooSmall,
-                        fmt::format("storage '{}': {} elements of {} need {} bytes, record {} "
-                                    "holds {}",
-                                    key, numel, dtype_name(*dtype), *nbytes, record_name,
-                                    record->uncompressed_size));
-    }
-    auto state = std::make_unique<detail::StorageState>();
-    state->key = key;
-    state->location = std::move(location);
-    state->dtype = *dtype;
-    state->numel = numel;
-    state->nbytes = *nbytes;
-    state->record = *record;
-    if (checkpoint_.big_endian) {
-      // Complex numbers swap each half (torch/_utils.py _byteswap via the real dtype).
-      const std::size_t size = element_size(*dtype);
-      const bool is_complex = *dtype == Dtype::kComplex32 || *dtype == Dtype::kComplex64 ||
-                              *dtype == Dtype::kComplex128;
-      state->swap_unit = is_complex ? size / 2 : size;
-    }
-    storage = std::make_shared<Storage>(std::move(state));
-    storages_by_key_.emplace(std::move(key), storage);
-    checkpoint_.storages.push_back(storage);
+  // Reused, so naming the record costs no allocation per storage.
+  std::string& record_name = record_name_scratch_;
+  record_name.assign(data_prefix_).append(key);
+  const zip::Entry* record = checkpoint_.archive->find(record_name);
+  if (record == nullptr) {
+    throw FormatError(Errc::kTorchStorageRecordMissing,
+                      fmt::format("storage '{}': no record {}", key, record_name));
   }
-  storages_by_id_.emplace(&persistent, storage);
-  return storage;
+  auto& cached =
+      storage_by_record_[static_cast<std::size_t>(record - checkpoint_.archive->entries().data())];
+  // torch caches storages by key: the first persistent id for a key wins.
+  if (cached) return cached;
+  std::optional<Dtype> dtype;
+  if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
+  if (!dtype) {
+    throw FormatError(
+        Errc::kTorchUnknownStorageType,
+        fmt::format("storage '{}': unknown storage type {}", key, global_name(storage_type)));
+  }
+  const auto nbytes = common::checked_mul(numel, element_size(*dtype));
+  if (!nbytes) {
+    throw FormatError(Errc::kTorchStorageTooSmall,
+                      fmt::format("storage '{}': {} elements overflow", key, numel));
+  }
+  if (record->uncompressed_size < *nbytes) {
+    throw FormatError(Errc::kTorchStorageTooSmall,
+                      fmt::format("storage '{}': {} elements of {} need {} bytes, record {} "
+                                  "holds {}",
+                                  key, numel, dtype_name(*dtype), *nbytes, record_name,
+                                  record->uncompressed_size));
+  }
+  auto state = std::make_unique<detail::StorageState>();
+  state->key = std::move(key);
+  state->location = text_of(*fields[3]);
+  state->dtype = *dtype;
+  state->numel = numel;
+  state->nbytes = *nbytes;
+  state->record = record;
+  if (checkpoint_.big_endian) {
+    // Complex numbers swap each half (torch/_utils.py _byteswap via the real dtype).
+    const std::size_t size = element_size(*dtype);
+    const bool is_complex =
+        *dtype == Dtype::kComplex32 || *dtype == Dtype::kComplex64 || *dtype == Dtype::kComplex128;
+    state->swap_unit = is_complex ? size / 2 : size;
+  }
+  cached = std::make_shared<Storage>(std::move(state));
+  checkpoint_.storages.push_back(cached);
+  return cached;
 }
 
 }  // namespace pthload::torch

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -23,9 +24,10 @@ class TensorBuilder {
   TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix);
 
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
-  /// object...). The same node always gives the same tensor. Throws FormatError for a malformed
-  /// rebuild call or persistent id, UnsupportedError for rebuilds not supported yet
-  /// (quantized, sparse...), with the offending function named.
+  /// object...). The same node always gives an equal tensor over the same Storage (a node
+  /// reached twice, like tied weights, is rebuilt: cheaper than caching every node). Throws
+  /// FormatError for a malformed rebuild call or persistent id, UnsupportedError for rebuilds not
+  /// supported yet (quantized, sparse...), with the offending function named.
   [[nodiscard]] std::optional<Tensor> tensor_of(const pickle::Value& value);
 
  private:
@@ -35,9 +37,12 @@ class TensorBuilder {
 
   detail::CheckpointState& checkpoint_;
   std::string data_prefix_;
-  std::unordered_map<const pickle::Value*, std::optional<Tensor>> tensors_;
-  std::unordered_map<std::string, std::shared_ptr<Storage>> storages_by_key_;
-  std::unordered_map<const pickle::Value*, std::shared_ptr<Storage>> storages_by_id_;
+  // Indexed like the archive's entries: a key names exactly one record, which must be looked up
+  // anyway, so its index finds the storage without hashing the key again.
+  std::vector<std::shared_ptr<Storage>> storage_by_record_;
+  std::vector<std::int64_t> sizes_scratch_;
+  std::vector<std::int64_t> strides_scratch_;
+  std::string record_name_scratch_;
 };
 
 }  // namespace pthload::torch

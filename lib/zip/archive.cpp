@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -36,18 +37,24 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
   archive.entries_ = read_central_directory(file, archive.end_, limits);
   const auto& entries = archive.entries_;
 
-  // Sorting indices (not pointers or views) keeps the Archive trivially copyable and movable.
+  // Indices (not pointers or views) keep the Archive trivially copyable and movable.
   auto& by_name = archive.by_name_;
   by_name.resize(entries.size());
-  for (std::size_t i = 0; i < by_name.size(); ++i)
-    by_name[i] = i;
-  std::sort(by_name.begin(), by_name.end(), [&](std::size_t a, std::size_t b) {
-    return entries[a].name != entries[b].name ? entries[a].name < entries[b].name : a < b;
+  for (std::size_t i = 0; i < by_name.size(); ++i) {
+    by_name[i] = {std::hash<std::string_view>{}(entries[i].name), i};
+  }
+  std::sort(by_name.begin(), by_name.end(), [&](const NameKey& a, const NameKey& b) {
+    if (a.hash != b.hash) return a.hash < b.hash;
+    const Entry& left = entries[a.index];
+    const Entry& right = entries[b.index];
+    return left.name != right.name ? left.name < right.name : a.index < b.index;
   });
-  // Two records with one name would let two readers pick different ones.
+  // Two records with one name would let two readers pick different ones. Equal names have equal
+  // hashes, so they sit side by side.
   for (std::size_t i = 1; i < by_name.size(); ++i) {
-    const Entry& later = entries[by_name[i]];
-    if (later.name == entries[by_name[i - 1]].name) {
+    const Entry& later = entries[by_name[i].index];
+    if (by_name[i].hash == by_name[i - 1].hash &&
+        later.name == entries[by_name[i - 1].index].name) {
       throw FormatError(Errc::kZipDuplicateName, "name appears twice in the central directory",
                         {.record = later.name, .offset = later.central_directory_offset});
     }
@@ -60,11 +67,13 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
 }
 
 const Entry* Archive::find(std::string_view name) const noexcept {
-  const auto it = std::lower_bound(
-      by_name_.begin(), by_name_.end(), name,
-      [&](std::size_t index, std::string_view key) { return entries_[index].name < key; });
-  if (it == by_name_.end() || entries_[*it].name != name) return nullptr;
-  return &entries_[*it];
+  const std::size_t hash = std::hash<std::string_view>{}(name);
+  auto it = std::lower_bound(by_name_.begin(), by_name_.end(), hash,
+                             [](const NameKey& key, std::size_t h) { return key.hash < h; });
+  for (; it != by_name_.end() && it->hash == hash; ++it) {
+    if (entries_[it->index].name == name) return &entries_[it->index];
+  }
+  return nullptr;
 }
 
 const Entry& Archive::at(std::string_view name) const {

@@ -2,6 +2,9 @@
 // other zip writers may sit at any offset and are copied so that every element is aligned.
 #include "device/cpu/placement.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "common/byte_reader.hpp"
@@ -36,7 +39,23 @@ void swap_in_place(std::span<std::byte> bytes, std::size_t unit) {
   }
 }
 
+// Asks the kernel to map a large source range in one call: faulting a 1 GB record in 4 KiB at a
+// time costs more than copying it. Advice only; older kernels refuse MADV_POPULATE_READ.
+void prefault(std::span<const std::byte> bytes) {
+#ifdef MADV_POPULATE_READ
+  constexpr std::size_t kWorthIt = std::size_t{1} << 20;
+  if (bytes.size() < kWorthIt) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
+}
+
 common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
+  prefault(bytes);
   common::AlignedBuffer buffer(bytes.size());
   if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
   return buffer;
