@@ -37,6 +37,27 @@ print(json.dumps({"torch_version": torch.__version__, "median_ms": statistics.me
 """
 
 
+FIRST_TORCH = r"""
+import sys, time, torch
+t = time.perf_counter()
+torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+print((time.perf_counter() - t) * 1e3)
+"""
+
+
+def first_loads(pthinspect, python, path, runs):
+    """Median of `runs` first loads, each in a fresh process: what a program that loads one
+    checkpoint at start-up pays (no allocator has memory to reuse yet)."""
+    ours, theirs = [], []
+    for _ in range(runs):
+        out = subprocess.run([pthinspect, "load", "--copy", "--map-location", "cpu", path],
+                             check=True, capture_output=True, text=True).stdout
+        ours.append(float(out.split(" in ")[-1].split(" ms")[0].split()[-1]))
+        theirs.append(float(subprocess.run([python, "-c", FIRST_TORCH, path], check=True,
+                                           capture_output=True, text=True).stdout))
+    return sorted(ours)[len(ours) // 2], sorted(theirs)[len(theirs) // 2]
+
+
 def pthbench(binary, path, runs):
     out = subprocess.run([binary, "-n", str(runs), "load", path], check=True,
                          capture_output=True, text=True).stdout
@@ -47,6 +68,8 @@ def pthbench(binary, path, runs):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--pthbench", required=True)
+    parser.add_argument("--pthinspect", help="for first loads in fresh processes (default: "
+                        "beside pthbench in the same build)")
     parser.add_argument("--python", default="/opt/torch2/bin/python")
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--runs", type=int, default=5)
@@ -63,6 +86,11 @@ def main():
     torch_many = json.loads(subprocess.run([args.python, "-c", TIME_TORCH, many, str(args.runs)],
                                            check=True, capture_output=True, text=True).stdout)
 
+    pthinspect = args.pthinspect or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(args.pthbench))), "pthinspect", "pthinspect")
+    first_big = first_loads(pthinspect, args.python, big, args.runs)
+    first_many = first_loads(pthinspect, args.python, many, args.runs)
+
     size_gb = os.path.getsize(big) / 1e9
     print(f"torch {torch_big['torch_version']}; medians of {args.runs} runs after a warm-up")
     print(f"{size_gb:.2f} GB, 300 tensors:")
@@ -72,12 +100,16 @@ def main():
     print(f"  pthload load (view)      {big_p['view']:9.3f} ms")
     print(f"  torch.load               {torch_big['median_ms']:9.3f} ms  = "
           f"{torch_big['median_ms'] / big_p['copy']:.1f}x pthload copy")
+    print(f"  first load, fresh process: pthload copy {first_big[0]:.1f} ms, torch.load "
+          f"{first_big[1]:.1f} ms = {first_big[1] / first_big[0]:.1f}x")
     print("100 000 small tensors:")
     print(f"  pthload load (view)      {many_p['view']:9.3f} ms")
     print(f"  pthload load (copy)      {many_p['copy']:9.3f} ms")
     print(f"  torch.load               {torch_many['median_ms']:9.3f} ms  = "
           f"{torch_many['median_ms'] / many_p['copy']:.1f}x pthload copy, "
           f"{torch_many['median_ms'] / many_p['view']:.1f}x pthload view")
+    print(f"  first load, fresh process: pthload copy {first_many[0]:.1f} ms, torch.load "
+          f"{first_many[1]:.1f} ms = {first_many[1] / first_many[0]:.1f}x")
     return 0
 
 

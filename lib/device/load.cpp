@@ -81,9 +81,14 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
       device::check_device_exists(storage_state, device, from_map_location, cuda_devices);
       plan.emplace_back(&storage_state, device);
     }
-    std::sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) {
+    // File order: one forward pass over the file. torch usually writes storages in the order the
+    // pickle meets them, so the plan is often sorted already.
+    const auto by_offset = [](const auto& a, const auto& b) {
       return a.first->record->data_offset < b.first->record->data_offset;
-    });
+    };
+    if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
+      std::sort(plan.begin(), plan.end(), by_offset);
+    }
     for (const auto& [storage_state, device] : plan) {
       try {
         place(state, *storage_state, device, options.copy);
