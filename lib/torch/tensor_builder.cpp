@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
@@ -17,21 +17,20 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-// More dimensions than this is no tensor torch can make (at::Tensor caps at 64 in practice);
+// No real tensor has anywhere near this many dimensions (torch tensors rarely pass a dozen);
 // the bound keeps a hostile size tuple from costing more than it should.
 constexpr std::size_t kMaxDims = 1024;
-
-std::string global_name(const Value& callable);
-
-// `function` is the rebuild function's global: its name is formatted only when there is an error.
-[[noreturn]] void bad_arguments(const Value& function, std::string_view what) {
-  throw FormatError(Errc::kTorchBadRebuildArguments,
-                    fmt::format("{}: {}", global_name(function), what));
-}
 
 std::string global_name(const Value& callable) {
   if (!callable.is(Kind::kGlobal)) return std::string(pickle::kind_name(callable.kind()));
   return fmt::format("{}.{}", callable.module(), callable.name());
+}
+
+// `function` is the rebuild function's global: its name is formatted only when there is an
+// error, so the common path allocates nothing for it.
+[[noreturn]] void bad_arguments(const Value& function, std::string_view what) {
+  throw FormatError(Errc::kTorchBadRebuildArguments,
+                    fmt::format("{}: {}", global_name(function), what));
 }
 
 const Value& argument(const Value& args, std::size_t index, const Value& function) {
@@ -123,13 +122,12 @@ std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   return rebuild(value.callable(), value.args());
 }
 
-std::optional<Tensor> TensorBuilder::rebuild(const Value& callable, const Value& args) {
-  const Value& function = callable;
-  switch (classify_global(callable)) {
+std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value& args) {
+  switch (classify_global(function)) {
     case KnownGlobal::kRebuildTensor:
     case KnownGlobal::kRebuildTensorV2:
     case KnownGlobal::kRebuildTensorV3:
-      return rebuild_dense(callable, args);
+      return rebuild_dense(function, args);
     case KnownGlobal::kRebuildParameter:
     case KnownGlobal::kRebuildParameterState:
     case KnownGlobal::kParameter: {
@@ -166,9 +164,8 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& callable, const Value&
   }
 }
 
-Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
-  const Value& function = callable;
-  const auto kind = classify_global(callable);
+Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
+  const auto kind = classify_global(function);
   auto storage = storage_of(argument(args, 0, function));
   const std::int64_t offset = int_argument(argument(args, 1, function), function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
