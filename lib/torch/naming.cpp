@@ -78,7 +78,16 @@ class Walker {
  private:
   void visit(const Value& value, std::string name, std::size_t depth) {
     if (auto tensor = builder_.tensor_of(value)) {
+      // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
+      const auto parts = tensor->sparse_parts();
+      const auto part_names = sparse_part_names(tensor->layout());
+      for (std::size_t i = 0; i < parts.size() && i < part_names.size(); ++i) {
+        parts_.push_back({join(name, part_names[i]), parts[i]});
+      }
       out_.push_back({std::move(name), std::move(*tensor)});
+      for (auto& part : parts_)
+        out_.push_back(std::move(part));
+      parts_.clear();
       return;
     }
     if (on_path_.contains(&value)) return;  // a cycle
@@ -151,6 +160,7 @@ class Walker {
   std::vector<NamedTensor>& out_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
+  std::vector<NamedTensor> parts_;
   std::unordered_set<const Value*> on_path_;
   std::size_t steps_ = 0;
 };
