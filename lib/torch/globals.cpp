@@ -43,6 +43,13 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
   if (module == "builtins" && name == "dict") return KnownGlobal::kDictLike;
   if (module == "torch" && name == "Size") return KnownGlobal::kSize;
   if (module == "torch.serialization" && name == "_get_layout") return KnownGlobal::kGetLayout;
+  // TorchScript's pickler wraps typed lists as build_intlist([...]) and so on, and annotates
+  // values as restore_type_tag(value, 'List[Tensor]') (torch/jit/_pickle.py).
+  if (module == "torch.jit._pickle" &&
+      (name == "build_intlist" || name == "build_tensorlist" || name == "build_doublelist" ||
+       name == "build_boollist" || name == "restore_type_tag")) {
+    return KnownGlobal::kJitListBuilder;
+  }
   if (module == "torch" && dtype_from_name(name)) return KnownGlobal::kDtype;
   return KnownGlobal::kOther;
 }

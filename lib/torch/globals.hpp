@@ -30,6 +30,8 @@ enum class KnownGlobal : std::uint8_t {
   kSize,                   ///< torch.Size
   kDtype,                  ///< torch.float32 and the other dtype attributes
   kGetLayout,              ///< torch.serialization._get_layout (a layout by its name)
+  kJitListBuilder,         ///< torch.jit._pickle build_*list and restore_type_tag (TorchScript):
+                           ///< the value is the first argument
 };
 
 /// What `global` (a kGlobal) is. torch.load maps the module torch.tensor to torch._tensor (files

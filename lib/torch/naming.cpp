@@ -135,8 +135,16 @@ class Walker {
   // attributes BUILD set (a dict, or a (dict, slots) pair) — and the items a dict or list
   // subclass received.
   void add_object(const Value& object, const std::string& name) {
-    if (classify_global(object.callable()) == KnownGlobal::kDictLike) {
+    const KnownGlobal kind = classify_global(object.callable());
+    if (kind == KnownGlobal::kDictLike) {
       add_entries(object.dict_items(), name);
+      return;
+    }
+    if (kind == KnownGlobal::kJitListBuilder) {
+      // The list (or tagged value) stands in the call's place, under the call's name.
+      if (!object.args().items().empty()) {
+        children_.push_back({object.args().items()[0], nullptr, name, 0});
+      }
       return;
     }
     if (const Value* state = object.state()) {
