@@ -135,6 +135,15 @@ Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args
                                           own_sizes.size()));
     }
     quantization->axis = axis;
+    // torch.save writes per_channel_affine for per_channel_affine_float_qparams too
+    // (torch/_tensor.py _reduce_ex_internal); torch.load tells them apart by the zero points'
+    // dtype (a floating one makes float qparams: _empty_per_channel_affine_quantized), and so do
+    // we.
+    const Dtype zero_point_dtype = quantization->zero_points->dtype();
+    if (zero_point_dtype == Dtype::kFloat32 || zero_point_dtype == Dtype::kFloat64 ||
+        zero_point_dtype == Dtype::kFloat16 || zero_point_dtype == Dtype::kBFloat16) {
+      quantization->scheme = QScheme::kPerChannelAffineFloatQParams;
+    }
     const auto channels = static_cast<std::uint64_t>(own_sizes[static_cast<std::size_t>(axis)]);
     if (quantization->scales->numel() != channels ||
         quantization->zero_points->numel() != channels) {

@@ -97,6 +97,23 @@ TEST_CASE("torch: a per-channel quantized tensor has one scale and zero point pe
   CHECK(checkpoint.storages().size() == 3);
 }
 
+TEST_CASE("torch: per_channel_affine with floating zero points is float qparams, as in torch") {
+  // torch.save writes torch.per_channel_affine for both per-channel schemes.
+  const auto file =
+      checkpoint_file(qtensor([](PickleWriter& p) {
+                        p.mark().global("torch", "per_channel_affine");
+                        p.tensor_v2("FloatStorage", "1", 3, 0, {3}, {1});
+                        p.tensor_v2("FloatStorage", "2", 3, 0, {3}, {1});
+                        p.integer(0).tuple();
+                      }),
+                      {bytes_record("0", 12), bytes_record("1", 12), bytes_record("2", 12)});
+  const auto checkpoint = pthload::open(file.path());
+  const auto* q = checkpoint.tensors()[0].tensor.quantization();
+  REQUIRE(q != nullptr);
+  CHECK(q->scheme == pthload::QScheme::kPerChannelAffineFloatQParams);
+  CHECK(q->zero_points->dtype() == pthload::Dtype::kFloat32);
+}
+
 TEST_CASE("torch: malformed quantizer params are rejected") {
   // Scales for 3 channels along an axis of size 4: torch's quantizer refuses it too.
   CHECK(open_code(qtensor(per_channel(3, 1)), per_channel_records(3)) ==
