@@ -3,7 +3,7 @@
 
     torch_dump.py FILE [--map-location cpu|none]
 
-Prints `{"format": "zip" | "legacy", "tensors": [...]}` (DESIGN.md, "The JSON that pthinspect ls
+Prints `{"format": "zip" | "legacy" | "torchscript", "tensors": [...]}` (DESIGN.md, "The JSON that pthinspect ls
 --json [--checksum] prints"), one tensor per line. Each tensor: name, dtype (torch's name without
 `torch.`), shape, stride, storage_offset (elements), storage (the storage's key in the file),
 location (the tag written in the file), nbytes (numel x element size) and xxh3 (XXH3-64 of the
@@ -26,6 +26,14 @@ torch.load(f, map_location=<callable>, pickle_module=<shim>, weights_only=False)
   `tensor._storage()._cdata`). The location is the tag as written in the persistent id
   (decoded from bytes as ASCII if needed); the callable's view of it is checked to agree.
 Everything else (find_class, rebuild functions, byte order) is torch's own code.
+
+TorchScript archives (torch.jit.save) are not loaded with torch.jit.load, which shows no storage
+keys and no pickle order: data.pkl is unpickled by torch.serialization._load (torch's own
+persistent_load and rebuild functions, storages under data/) with the shim's find_class turning
+each `__torch__.*` class into a plain Python class, so a scripted module is an object whose
+attributes are what its BUILD state held (`lin.weight`, `bn.running_mean`, `tl.0` for a
+List[Tensor] attribute) — the naming rule below, as for any unknown class. Archives whose
+constants.pkl holds tensors are refused (pthload names those `constants.<index>`).
 
 Names (the rule implemented here, exactly)
 ------------------------------------------
@@ -103,8 +111,25 @@ class _Recorder:
         self.keep = []          # keeps every recorded storage alive so addresses stay unique
 
 
+_SCRIPT_CLASSES = {}
+
+
+def _script_class(module, name):
+    key = (module, name)
+    if key not in _SCRIPT_CLASSES:
+        _SCRIPT_CLASSES[key] = type(name, (), {"__module__": module})
+    return _SCRIPT_CLASSES[key]
+
+
 def _make_pickle_module(recorder):
     class Unpickler(pickle._Unpickler):
+        def find_class(self, module, name):
+            # TorchScript's classes (`__torch__.Net`) exist only in the archive's code/: each
+            # stands for a plain object (pthload's "unknown class").
+            if module == "__torch__" or module.startswith("__torch__."):
+                return _script_class(module, name)
+            return super().find_class(module, name)
+
         def _pthload_persistent_load(self, saved_id):
             raise pickle.UnpicklingError("persistent id without a persistent_load")
 
@@ -130,6 +155,19 @@ def _make_pickle_module(recorder):
     return module
 
 
+def _load_torchscript(path, map_location, shim):
+    """data.pkl of a torch.jit.save archive, unpickled by torch.serialization._load (torch's own
+    persistent_load and rebuild functions) with every `__torch__.*` class standing for a plain
+    object whose BUILD state becomes its attributes, as pthload reads them. constants.pkl must
+    hold no tensors: _load finds storages only under data/, so such archives are refused."""
+    with zipfile.ZipFile(path) as z:
+        constants = next(n for n in z.namelist() if n.split("/", 1)[-1] == "constants.pkl")
+        if pickle.loads(z.read(constants)) != ():
+            raise SystemExit(f"{path}: TorchScript constants are not supported by torch_dump yet")
+    reader = torch._C.PyTorchFileReader(path)
+    return torch.serialization._load(reader, map_location, shim, pickle_file="data.pkl")
+
+
 def detect_format(path):
     with open(path, "rb") as f:
         magic = f.read(4)
@@ -145,8 +183,6 @@ def detect_format(path):
 def load(path, map_location="cpu"):
     """torch.load the file; returns (format, root object, recorder)."""
     fmt = detect_format(path)
-    if fmt == "torchscript":
-        raise SystemExit(f"{path}: TorchScript archives are not supported by torch_dump yet")
     recorder = _Recorder()
 
     def to_cpu(storage, location):
@@ -164,8 +200,11 @@ def load(path, map_location="cpu"):
     saved = torch.serialization.pickle
     torch.serialization.pickle = shim
     try:
-        with open(path, "rb") as f:
-            root = torch.load(f, map_location=ml, pickle_module=shim, **kwargs)
+        if fmt == "torchscript":
+            root = _load_torchscript(path, ml, shim)
+        else:
+            with open(path, "rb") as f:
+                root = torch.load(f, map_location=ml, pickle_module=shim, **kwargs)
     finally:
         torch.serialization.pickle = saved
     if recorder.restored and not recorder.by_cdata:

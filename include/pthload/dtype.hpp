@@ -55,5 +55,8 @@ enum class Dtype : std::uint8_t {
 [[nodiscard]] PTHLOAD_API std::optional<Dtype> dtype_from_name(std::string_view name) noexcept;
 /// Whether the dtype is one of the quantized integer types (qint8, quint8, ...).
 [[nodiscard]] PTHLOAD_API bool is_quantized(Dtype dtype) noexcept;
+/// How many integers a packed quantized dtype stores per byte (quint4x2: 2, quint2x4: 4; torch
+/// keeps ceil(numel / that) bytes for such a tensor); 1 for every other dtype.
+[[nodiscard]] PTHLOAD_API std::uint64_t packed_per_byte(Dtype dtype) noexcept;
 
 }  // namespace pthload

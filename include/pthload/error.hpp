@@ -80,6 +80,8 @@ enum class Errc : int {
   kTorchBadByteOrder = 411,
   kTorchNameNotFound = 412,
   kTorchLimitExceeded = 413,
+  kTorchBadQuantizerParams = 414,
+  kTorchTensorWithoutData = 415,
 
   // 5xx: placing storages on devices.
   kDeviceBadString = 500,

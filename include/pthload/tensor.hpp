@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,35 @@ namespace pthload {
 namespace detail {
 struct StorageState;
 }
+
+/// How a tensor's elements are laid out: dense (strided) or one of torch's sparse layouts, whose
+/// data lives in part tensors (Tensor::sparse_parts()).
+enum class Layout : std::uint8_t {
+  kStrided,
+  kSparseCoo,
+  kSparseCsr,
+  kSparseCsc,
+  kSparseBsr,
+  kSparseBsc
+};
+/// torch's name without `torch.`: "strided", "sparse_coo", "sparse_csr", ... The view is static.
+[[nodiscard]] PTHLOAD_API std::string_view layout_name(Layout layout) noexcept;
+/// The names of a sparse layout's parts, in torch's order (as tools/torch_dump.py names them):
+/// COO {"indices", "values"}; CSR and BSR {"crow_indices", "col_indices", "values"}; CSC and
+/// BSC {"ccol_indices", "row_indices", "values"}; none for kStrided. The views are static.
+[[nodiscard]] PTHLOAD_API std::span<const std::string_view> sparse_part_names(
+    Layout layout) noexcept;
+
+/// torch's quantization schemes that torch.save writes (torch.per_tensor_affine, ...).
+enum class QScheme : std::uint8_t {
+  kPerTensorAffine,
+  kPerChannelAffine,
+  kPerChannelAffineFloatQParams
+};
+/// "per_tensor_affine", "per_channel_affine", "per_channel_affine_float_qparams".
+[[nodiscard]] PTHLOAD_API std::string_view qscheme_name(QScheme scheme) noexcept;
+
+struct Quantization;
 
 /// One storage of a checkpoint: a run of bytes that tensors view. Shared: every tensor that
 /// views it holds it, so it lives as long as the last of them (or the Checkpoint). Created by
@@ -64,6 +94,11 @@ class PTHLOAD_API Tensor {
   /// A tensor over `storage`; `sizes` and `strides` must have the same length (copied).
   Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::span<const std::int64_t> sizes,
          std::span<const std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
+  /// A tensor without a storage: on the meta device (`layout` kStrided; torch's
+  /// _rebuild_meta_tensor_no_storage), or a sparse tensor whose data are its `parts` (in
+  /// sparse_part_names(layout) order). Its data() and checksum throw.
+  Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
+         std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts = {});
 
   [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
   [[nodiscard]] std::span<const std::int64_t> sizes() const noexcept {
@@ -81,27 +116,63 @@ class PTHLOAD_API Tensor {
   [[nodiscard]] std::uint64_t nbytes() const noexcept;
   /// Whether the strides are the row-major ones for the sizes (torch's is_contiguous()).
   [[nodiscard]] bool is_contiguous() const noexcept;
+  /// Whether the tensor views a storage: false for meta and sparse tensors, whose storage()
+  /// must not be called.
+  [[nodiscard]] bool has_storage() const noexcept { return storage_ != nullptr; }
   [[nodiscard]] const Storage& storage() const noexcept { return *storage_; }
   [[nodiscard]] const std::shared_ptr<const Storage>& shared_storage() const noexcept {
     return storage_;
   }
-  [[nodiscard]] Device device() const noexcept { return storage_->device(); }
+  /// The storage's device; Device::meta() for a meta tensor; a sparse tensor's values' device.
+  [[nodiscard]] Device device() const noexcept;
+  [[nodiscard]] Layout layout() const noexcept { return layout_; }
+  /// A sparse tensor's parts, named by sparse_part_names(layout()); empty for other tensors.
+  [[nodiscard]] std::span<const Tensor> sparse_parts() const noexcept { return sparse_parts_; }
+  /// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2...) maps its integers to
+  /// reals; nullptr for other tensors. Valid while this Tensor (or a copy) lives.
+  [[nodiscard]] const Quantization* quantization() const noexcept { return quantization_.get(); }
+  /// For the torch layer: attaches the quantization torch's _rebuild_qtensor describes.
+  void set_quantization(std::shared_ptr<const Quantization> quantization) noexcept {
+    quantization_ = std::move(quantization);
+  }
   /// The first element's address on the CPU (the storage's bytes from storage_offset on);
-  /// valid while the storage lives. Throws DeviceError(kDeviceNotOnCpu) when not on the CPU.
+  /// valid while the storage lives. Throws DeviceError(kDeviceNotOnCpu) when not on the CPU,
+  /// UnsupportedError(kTorchTensorWithoutData) for a tensor without storage.
   [[nodiscard]] const std::byte* data() const;
-  /// A copy of the elements in row-major order, as one contiguous run of bytes. Throws as
-  /// data().
+  /// A copy of the elements in row-major order, as one contiguous run of bytes (for quint4x2
+  /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data().
   [[nodiscard]] std::vector<std::byte> contiguous_bytes() const;
   /// XXH3-64 of the elements in row-major order as little-endian bytes — what a view shows,
-  /// not its whole storage — without copying them. pthinspect's `--checksum`. Throws as data().
+  /// not its whole storage — without copying them; a quantized tensor hashes its integers.
+  /// pthinspect's `--checksum`. Throws as data().
   [[nodiscard]] std::uint64_t content_checksum() const;
 
  private:
+  [[nodiscard]] std::span<const std::byte> packed_bytes() const;
+
   std::shared_ptr<const Storage> storage_;
   Dtype dtype_;
   std::vector<std::int64_t> dims_;  // the sizes, then the strides: one allocation per tensor
   std::int64_t storage_offset_;
   bool requires_grad_;
+  Layout layout_ = Layout::kStrided;
+  std::vector<Tensor> sparse_parts_;
+  std::shared_ptr<const Quantization> quantization_;
+};
+
+/// The parameters of a quantized tensor (torch/_utils.py _rebuild_qtensor): real value =
+/// (integer - zero_point) × scale, per tensor or per slice along `axis`.
+struct Quantization {
+  QScheme scheme = QScheme::kPerTensorAffine;
+  /// kPerTensorAffine only.
+  double scale = 1.0;
+  std::int64_t zero_point = 0;
+  /// The per-channel schemes: the dimension the channels run along, and one scale and one
+  /// zero point per channel (1-D tensors of sizes()[axis] elements, as the file stores them:
+  /// float64 and int64, or for kPerChannelAffineFloatQParams float32 and float32).
+  std::int64_t axis = 0;
+  std::optional<Tensor> scales;
+  std::optional<Tensor> zero_points;
 };
 
 /// A tensor and its path from the checkpoint's root ("layers.0.weight").

@@ -14,6 +14,7 @@
 #include "torch/open.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
+#include "torch/torchscript.hpp"
 
 namespace pthload {
 namespace {
@@ -60,11 +61,9 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   state.top_folder = entries.front().name.substr(0, slash);
   const std::string prefix = state.top_folder + "/";
 
-  if (state.archive->find(prefix + "constants.pkl") != nullptr) {
-    throw UnsupportedError(Errc::kTorchUnsupportedFormat,
-                           "this is a TorchScript archive (torch.jit.save); reading its tensors "
-                           "is not supported yet");
-  }
+  // torch.jit.save writes constants.pkl beside data.pkl (FORMAT.md §1.5).
+  const zip::Entry* constants_pickle = state.archive->find(prefix + "constants.pkl");
+  if (constants_pickle != nullptr) state.format = Format::kTorchScript;
   const zip::Entry* data_pickle = state.archive->find(prefix + "data.pkl");
   if (data_pickle == nullptr) {
     throw FormatError(Errc::kTorchNoDataPickle,
@@ -94,6 +93,9 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   } catch (Error& e) {
     if (e.context().record.empty()) e.context().record = data_pickle->name;
     throw;
+  }
+  if (constants_pickle != nullptr) {
+    torch::read_torchscript_constants(state, *constants_pickle, prefix, options);
   }
 }
 

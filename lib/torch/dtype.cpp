@@ -106,4 +106,10 @@ bool is_quantized(Dtype dtype) noexcept {
   }
 }
 
+std::uint64_t packed_per_byte(Dtype dtype) noexcept {
+  if (dtype == Dtype::kQUInt4x2) return 2;
+  if (dtype == Dtype::kQUInt2x4) return 4;
+  return 1;
+}
+
 }  // namespace pthload

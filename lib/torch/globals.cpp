@@ -23,6 +23,11 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     if (name == "_rebuild_tensor_v3") return KnownGlobal::kRebuildTensorV3;
     if (name == "_rebuild_parameter") return KnownGlobal::kRebuildParameter;
     if (name == "_rebuild_parameter_with_state") return KnownGlobal::kRebuildParameterState;
+    if (name == "_rebuild_qtensor") return KnownGlobal::kRebuildQTensor;
+    if (name == "_rebuild_sparse_tensor") return KnownGlobal::kRebuildSparse;
+    if (name == "_rebuild_sparse_csr_tensor") return KnownGlobal::kRebuildSparseCsr;
+    if (name == "_rebuild_meta_tensor_no_storage") return KnownGlobal::kRebuildMeta;
+    if (name == "_rebuild_device_tensor_from_cpu_tensor") return KnownGlobal::kRebuildDeviceFromCpu;
     if (name.starts_with("_rebuild_")) return KnownGlobal::kOtherRebuild;
     return KnownGlobal::kOther;
   }
@@ -37,6 +42,14 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
   }
   if (module == "builtins" && name == "dict") return KnownGlobal::kDictLike;
   if (module == "torch" && name == "Size") return KnownGlobal::kSize;
+  if (module == "torch.serialization" && name == "_get_layout") return KnownGlobal::kGetLayout;
+  // TorchScript's pickler wraps typed lists as build_intlist([...]) and so on, and annotates
+  // values as restore_type_tag(value, 'List[Tensor]') (torch/jit/_pickle.py).
+  if (module == "torch.jit._pickle" &&
+      (name == "build_intlist" || name == "build_tensorlist" || name == "build_doublelist" ||
+       name == "build_boollist" || name == "restore_type_tag")) {
+    return KnownGlobal::kJitListBuilder;
+  }
   if (module == "torch" && dtype_from_name(name)) return KnownGlobal::kDtype;
   return KnownGlobal::kOther;
 }

@@ -78,7 +78,16 @@ class Walker {
  private:
   void visit(const Value& value, std::string name, std::size_t depth) {
     if (auto tensor = builder_.tensor_of(value)) {
+      // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
+      const auto parts = tensor->sparse_parts();
+      const auto part_names = sparse_part_names(tensor->layout());
+      for (std::size_t i = 0; i < parts.size() && i < part_names.size(); ++i) {
+        parts_.push_back({join(name, part_names[i]), parts[i]});
+      }
       out_.push_back({std::move(name), std::move(*tensor)});
+      for (auto& part : parts_)
+        out_.push_back(std::move(part));
+      parts_.clear();
       return;
     }
     if (on_path_.contains(&value)) return;  // a cycle
@@ -126,8 +135,16 @@ class Walker {
   // attributes BUILD set (a dict, or a (dict, slots) pair) — and the items a dict or list
   // subclass received.
   void add_object(const Value& object, const std::string& name) {
-    if (classify_global(object.callable()) == KnownGlobal::kDictLike) {
+    const KnownGlobal kind = classify_global(object.callable());
+    if (kind == KnownGlobal::kDictLike) {
       add_entries(object.dict_items(), name);
+      return;
+    }
+    if (kind == KnownGlobal::kJitListBuilder) {
+      // The list (or tagged value) stands in the call's place, under the call's name.
+      if (!object.args().items().empty()) {
+        children_.push_back({object.args().items()[0], nullptr, name, 0});
+      }
       return;
     }
     if (const Value* state = object.state()) {
@@ -151,6 +168,7 @@ class Walker {
   std::vector<NamedTensor>& out_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
+  std::vector<NamedTensor> parts_;
   std::unordered_set<const Value*> on_path_;
   std::size_t steps_ = 0;
 };

@@ -69,6 +69,75 @@ Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype,
   dims_.insert(dims_.end(), strides.begin(), strides.end());
 }
 
+Tensor::Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
+               std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts)
+    : dtype_(dtype),
+      storage_offset_(0),
+      requires_grad_(requires_grad),
+      layout_(layout),
+      sparse_parts_(std::move(parts)) {
+  PTHLOAD_ASSERT(sizes.size() == strides.size());
+  dims_.reserve(sizes.size() * 2);
+  dims_.insert(dims_.end(), sizes.begin(), sizes.end());
+  dims_.insert(dims_.end(), strides.begin(), strides.end());
+}
+
+Device Tensor::device() const noexcept {
+  if (storage_) return storage_->device();
+  // A sparse tensor is where its values are (the last part); a storage-less dense one is meta.
+  if (!sparse_parts_.empty()) return sparse_parts_.back().device();
+  return Device::meta();
+}
+
+std::string_view layout_name(Layout layout) noexcept {
+  switch (layout) {
+    case Layout::kStrided:
+      return "strided";
+    case Layout::kSparseCoo:
+      return "sparse_coo";
+    case Layout::kSparseCsr:
+      return "sparse_csr";
+    case Layout::kSparseCsc:
+      return "sparse_csc";
+    case Layout::kSparseBsr:
+      return "sparse_bsr";
+    case Layout::kSparseBsc:
+      return "sparse_bsc";
+  }
+  return "unknown";
+}
+
+std::span<const std::string_view> sparse_part_names(Layout layout) noexcept {
+  static constexpr std::string_view kCoo[] = {"indices", "values"};
+  static constexpr std::string_view kRowCompressed[] = {"crow_indices", "col_indices", "values"};
+  static constexpr std::string_view kColumnCompressed[] = {"ccol_indices", "row_indices", "values"};
+  switch (layout) {
+    case Layout::kSparseCoo:
+      return kCoo;
+    case Layout::kSparseCsr:
+    case Layout::kSparseBsr:
+      return kRowCompressed;
+    case Layout::kSparseCsc:
+    case Layout::kSparseBsc:
+      return kColumnCompressed;
+    case Layout::kStrided:
+      break;
+  }
+  return {};
+}
+
+std::string_view qscheme_name(QScheme scheme) noexcept {
+  switch (scheme) {
+    case QScheme::kPerTensorAffine:
+      return "per_tensor_affine";
+    case QScheme::kPerChannelAffine:
+      return "per_channel_affine";
+    case QScheme::kPerChannelAffineFloatQParams:
+      return "per_channel_affine_float_qparams";
+  }
+  return "unknown";
+}
+
 std::uint64_t Tensor::numel() const noexcept {
   // The torch layer checked that the tensor fits its storage, so the product cannot overflow
   // unless a size is zero, which ends the product early.
@@ -96,6 +165,13 @@ bool Tensor::is_contiguous() const noexcept {
 }
 
 const std::byte* Tensor::data() const {
+  if (!storage_) {
+    throw UnsupportedError(
+        Errc::kTorchTensorWithoutData,
+        fmt::format("a {} tensor has no data of its own{}", layout_name(layout_),
+                    layout_ == Layout::kStrided ? " (it is on the meta device)"
+                                                : ": its parts (sparse_parts()) hold it"));
+  }
   return storage_->bytes().data() +
          static_cast<std::size_t>(storage_offset_) * element_size(dtype_);
 }
@@ -132,7 +208,18 @@ void for_each_run(const std::byte* base, std::size_t item, std::span<const std::
 
 }  // namespace
 
+// quint4x2 and quint2x4 tensors are whole and contiguous (the torch layer checks): their bytes
+// are the first ceil(numel / per_byte) of the storage, as torch's int_repr() gives them.
+std::span<const std::byte> Tensor::packed_bytes() const {
+  const std::uint64_t per_byte = packed_per_byte(dtype_);
+  return {data(), static_cast<std::size_t>((numel() + per_byte - 1) / per_byte)};
+}
+
 std::vector<std::byte> Tensor::contiguous_bytes() const {
+  if (packed_per_byte(dtype_) > 1) {
+    const auto packed = packed_bytes();
+    return {packed.begin(), packed.end()};
+  }
   const std::size_t item = element_size(dtype_);
   const std::uint64_t count = numel();
   std::vector<std::byte> out(count * item);
@@ -148,6 +235,10 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
 std::uint64_t Tensor::content_checksum() const {
   const std::uint64_t count = numel();
   if (count == 0) return XXH3_64bits(nullptr, 0);
+  if (packed_per_byte(dtype_) > 1) {
+    const auto packed = packed_bytes();
+    return XXH3_64bits(packed.data(), packed.size());
+  }
   const std::byte* base = data();
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                  &XXH3_freeState);

@@ -9,6 +9,7 @@
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
+#include "torch/rebuild_args.hpp"
 #include "torch/storage_types.hpp"
 
 namespace pthload::torch {
@@ -16,71 +17,6 @@ namespace {
 
 using pickle::Kind;
 using pickle::Value;
-
-// No real tensor has anywhere near this many dimensions (torch tensors rarely pass a dozen);
-// the bound keeps a hostile size tuple from costing more than it should.
-constexpr std::size_t kMaxDims = 1024;
-
-std::string global_name(const Value& callable) {
-  if (!callable.is(Kind::kGlobal)) return std::string(pickle::kind_name(callable.kind()));
-  return fmt::format("{}.{}", callable.module(), callable.name());
-}
-
-// `function` is the rebuild function's global: its name is formatted only when there is an
-// error, so the common path allocates nothing for it.
-[[noreturn]] void bad_arguments(const Value& function, std::string_view what) {
-  throw FormatError(Errc::kTorchBadRebuildArguments,
-                    fmt::format("{}: {}", global_name(function), what));
-}
-
-const Value& argument(const Value& args, std::size_t index, const Value& function) {
-  const auto items = args.items();
-  if (index >= items.size()) {
-    bad_arguments(function,
-                  fmt::format("expected at least {} arguments, got {}", index + 1, items.size()));
-  }
-  return *items[index];
-}
-
-std::int64_t int_argument(const Value& value, const Value& function, std::string_view what) {
-  if (value.is(Kind::kInt)) return value.as_int();
-  if (value.is(Kind::kBool)) return value.as_bool() ? 1 : 0;
-  bad_arguments(function,
-                fmt::format("{} is a {}, not an int", what, pickle::kind_name(value.kind())));
-}
-
-bool bool_argument(const Value& value, const Value& function, std::string_view what) {
-  if (value.is(Kind::kBool)) return value.as_bool();
-  if (value.is(Kind::kInt)) return value.as_int() != 0;
-  bad_arguments(function,
-                fmt::format("{} is a {}, not a bool", what, pickle::kind_name(value.kind())));
-}
-
-// Sizes and strides are plain tuples in torch.save files, torch.Size(tuple) in some others.
-// Written into `result` (reused scratch: no allocation per tensor).
-void int_tuple(const Value& value, const Value& function, std::string_view what,
-               std::vector<std::int64_t>& result) {
-  const Value* tuple = &value;
-  if (value.is(Kind::kCall) && classify_global(value.callable()) == KnownGlobal::kSize &&
-      !value.args().items().empty()) {
-    tuple = value.args().items()[0];
-  }
-  if (!tuple->is(Kind::kTuple) && !tuple->is(Kind::kList)) {
-    bad_arguments(function, fmt::format("{} is a {}, not a tuple of ints", what,
-                                        pickle::kind_name(tuple->kind())));
-  }
-  const auto items = tuple->items();
-  if (items.size() > kMaxDims) {
-    bad_arguments(function,
-                  fmt::format("{} has {} dimensions (at most {})", what, items.size(), kMaxDims));
-  }
-  result.clear();
-  for (const Value* item : items) {
-    const std::int64_t n = int_argument(*item, function, what);
-    if (n < 0) bad_arguments(function, fmt::format("{} holds a negative value {}", what, n));
-    result.push_back(n);
-  }
-}
 
 std::string text_of(const Value& value) {
   if (value.is(Kind::kString) || value.is(Kind::kPython2String)) {
@@ -90,21 +26,6 @@ std::string text_of(const Value& value) {
   throw FormatError(
       Errc::kTorchBadPersistentId,
       fmt::format("persistent id: expected a string, got a {}", pickle::kind_name(value.kind())));
-}
-
-// offset + Σ (size_i - 1) · stride_i, the last element's index; nullopt on overflow.
-std::optional<std::uint64_t> last_element(std::int64_t offset, std::span<const std::int64_t> sizes,
-                                          std::span<const std::int64_t> strides) {
-  std::uint64_t last = static_cast<std::uint64_t>(offset);
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    const auto step = common::checked_mul(static_cast<std::uint64_t>(sizes[i] - 1),
-                                          static_cast<std::uint64_t>(strides[i]));
-    if (!step) return std::nullopt;
-    const auto sum = common::checked_add(last, *step);
-    if (!sum) return std::nullopt;
-    last = *sum;
-  }
-  return last;
 }
 
 }  // namespace
@@ -135,6 +56,8 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
       const Value& data = argument(args, 0, function);
       auto tensor = tensor_of(data);
       if (!tensor) bad_arguments(function, "its data is not a tensor");
+      // Sparse, meta and quantized parameters keep what their rebuild made.
+      if (!tensor->has_storage() || tensor->quantization() != nullptr) return tensor;
       const bool requires_grad = args.items().size() > 1
                                      ? bool_argument(*args.items()[1], function, "requires_grad")
                                      : true;
@@ -154,10 +77,22 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
         bad_arguments(function, fmt::format("{} made no tensor", global_name(inner_callable)));
       return tensor;
     }
+    case KnownGlobal::kRebuildQTensor:
+      return rebuild_quantized(function, args);
+    case KnownGlobal::kRebuildSparse:
+    case KnownGlobal::kRebuildSparseCsr:
+      return rebuild_sparse(function, args);
+    case KnownGlobal::kRebuildMeta:
+      return rebuild_meta(function, args);
+    case KnownGlobal::kRebuildDeviceFromCpu:
+      return rebuild_device_from_cpu(function, args);
     case KnownGlobal::kOtherRebuild:
+      // _rebuild_nested_tensor, _rebuild_wrapper_subclass, _rebuild_device_tensor_from_numpy,
+      // _rebuild_xla_tensor, _rebuild_mlc_tensor and whatever torch adds next.
       throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
-                             fmt::format("{} is not supported yet (quantized, sparse, nested and "
-                                         "device-specific tensors come in a later release)",
+                             fmt::format("{} is not supported yet (nested tensors, wrapper "
+                                         "subclasses and numpy-backed device tensors come in a "
+                                         "later release)",
                                          global_name(function)));
     default:
       return std::nullopt;
@@ -184,30 +119,10 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
   Dtype dtype = storage->dtype();
   if (kind == KnownGlobal::kRebuildTensorV3) {
     // v3 stores bytes (UntypedStorage); the dtype is the explicit 7th argument.
-    const Value& dtype_value = argument(args, 6, function);
-    const auto explicit_dtype = dtype_of_global(dtype_value);
-    if (!explicit_dtype) {
-      throw FormatError(
-          Errc::kTorchUnknownDtype,
-          fmt::format("{}: unknown dtype {}", global_name(function), global_name(dtype_value)));
-    }
-    dtype = *explicit_dtype;
+    dtype = dtype_argument(argument(args, 6, function), function);
   }
 
-  const bool empty = std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s == 0; });
-  if (!empty) {
-    // Bounds against the storage: a hostile file must not make a tensor read past its bytes.
-    const auto last = last_element(offset, sizes, strides);
-    const auto end_byte = last ? common::checked_mul(*last + 1, element_size(dtype)) : std::nullopt;
-    if (!end_byte || *end_byte > storage->nbytes()) {
-      throw FormatError(
-          Errc::kTorchTensorOutOfBounds,
-          fmt::format("{}: a {} tensor of size ({}) stride ({}) at offset {} reads "
-                      "past the end of storage '{}' ({} bytes)",
-                      global_name(function), dtype_name(dtype), fmt::join(sizes, ", "),
-                      fmt::join(strides, ", "), offset, storage->key(), storage->nbytes()));
-    }
-  }
+  check_in_bounds(function, *storage, dtype, offset, sizes, strides);
   return Tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
 }
 

@@ -33,6 +33,17 @@ class TensorBuilder {
  private:
   std::optional<Tensor> rebuild(const pickle::Value& callable, const pickle::Value& args);
   Tensor rebuild_dense(const pickle::Value& callable, const pickle::Value& args);
+  // quantized.cpp
+  Tensor rebuild_quantized(const pickle::Value& function, const pickle::Value& args);
+  Tensor quantizer_tensor(const pickle::Value& value, const pickle::Value& function,
+                          std::string_view what);
+  // sparse.cpp
+  Tensor rebuild_sparse(const pickle::Value& function, const pickle::Value& args);
+  Tensor sparse_part(const pickle::Value& value, const pickle::Value& function,
+                     std::string_view what);
+  // storageless.cpp: meta tensors and tensors of storage-less backends
+  Tensor rebuild_meta(const pickle::Value& function, const pickle::Value& args);
+  Tensor rebuild_device_from_cpu(const pickle::Value& function, const pickle::Value& args);
   std::shared_ptr<const Storage> storage_of(const pickle::Value& persistent);
 
   detail::CheckpointState& checkpoint_;

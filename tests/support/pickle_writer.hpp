@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -70,6 +71,15 @@ class PickleWriter {
       for (int i = 0; i < 8; ++i)
         out_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff);
     }
+    return *this;
+  }
+  /// BINFLOAT: an IEEE double, big-endian.
+  PickleWriter& real(double value) {
+    op('G');
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    for (int i = 7; i >= 0; --i)
+      out_ += static_cast<char>((bits >> (8 * i)) & 0xff);
     return *this;
   }
   PickleWriter& ints(std::initializer_list<std::int64_t> values) {

@@ -24,18 +24,41 @@ struct LsArgs {
 
 nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
   const pthload::Tensor& t = named.tensor;
+  const auto shape = std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end());
+  if (t.layout() != pthload::Layout::kStrided) {
+    // The schema's sparse entry: name, dtype, shape; its parts follow as tensors of their own.
+    return {{"name", named.name},
+            {"dtype", pthload::dtype_name(t.dtype())},
+            {"shape", shape},
+            {"layout", pthload::layout_name(t.layout())}};
+  }
   nlohmann::json entry{
       {"name", named.name},
       {"dtype", pthload::dtype_name(t.dtype())},
-      {"shape", std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end())},
+      {"shape", shape},
       {"stride", std::vector<std::int64_t>(t.strides().begin(), t.strides().end())},
       {"storage_offset", t.storage_offset()},
-      {"storage", t.storage().key()},
-      {"location", t.storage().location()},
+      // A meta tensor has no storage: torch_dump.py says null and "meta" too.
+      {"storage", t.has_storage() ? nlohmann::json(t.storage().key()) : nlohmann::json()},
+      {"location", t.has_storage() ? t.storage().location() : std::string_view("meta")},
       {"nbytes", t.nbytes()},
   };
-  if (checksum) entry["xxh3"] = fmt::format("{:016x}", t.content_checksum());
+  if (const pthload::Quantization* q = t.quantization()) {
+    entry["qscheme"] = pthload::qscheme_name(q->scheme);
+    if (q->scheme == pthload::QScheme::kPerTensorAffine) {
+      entry["scale"] = q->scale;
+      entry["zero_point"] = q->zero_point;
+    } else {
+      entry["axis"] = q->axis;
+    }
+  }
+  if (checksum && t.has_storage()) entry["xxh3"] = fmt::format("{:016x}", t.content_checksum());
   return entry;
+}
+
+std::string_view location_of(const pthload::Tensor& t) {
+  if (t.has_storage()) return t.storage().location();
+  return t.layout() == pthload::Layout::kStrided ? "meta" : "-";
 }
 
 int run_ls(const LsArgs& args) {
@@ -64,8 +87,8 @@ int run_ls(const LsArgs& args) {
     std::cout << fmt::format(
         "{:<{}}  {:<10}  {:<20}  {:<8}  {:>10}\n", named.name.empty() ? "(root)" : named.name,
         name_width, pthload::dtype_name(t.dtype()), fmt::format("[{}]", fmt::join(t.sizes(), ", ")),
-        t.storage().location(), human_bytes(t.nbytes()));
-    tensor_bytes += t.nbytes();
+        location_of(t), human_bytes(t.has_storage() ? t.nbytes() : 0));
+    if (t.has_storage()) tensor_bytes += t.nbytes();
   }
   std::uint64_t storage_bytes = 0;
   for (const auto& storage : checkpoint.storages())

@@ -1,0 +1,60 @@
+// Reading the arguments of torch's rebuild calls (torch/_utils.py): every check names the
+// function, so a malformed file says which call was wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pickle/value.hpp"
+#include "pthload/dtype.hpp"
+#include "pthload/tensor.hpp"
+
+namespace pthload::torch {
+
+/// More dimensions than this is no tensor torch can make (at::Tensor caps at 64 in practice);
+/// the bound keeps a hostile size tuple from costing more than it should.
+inline constexpr std::size_t kMaxDims = 1024;
+
+/// "module.name" of a global, or the kind's name of anything else.
+[[nodiscard]] std::string global_name(const pickle::Value& callable);
+
+/// Throws FormatError(kTorchBadRebuildArguments) naming `function`.
+[[noreturn]] void bad_arguments(const pickle::Value& function, std::string_view what);
+
+/// The `index`th item of the args tuple; throws when there are fewer.
+[[nodiscard]] const pickle::Value& argument(const pickle::Value& args, std::size_t index,
+                                            const pickle::Value& function);
+/// Throws unless the args tuple has exactly `count` items (or between `count` and `most`).
+void expect_arity(const pickle::Value& args, std::size_t count, std::size_t most,
+                  const pickle::Value& function);
+
+[[nodiscard]] std::int64_t int_argument(const pickle::Value& value, const pickle::Value& function,
+                                        std::string_view what);
+[[nodiscard]] double float_argument(const pickle::Value& value, const pickle::Value& function,
+                                    std::string_view what);
+[[nodiscard]] bool bool_argument(const pickle::Value& value, const pickle::Value& function,
+                                 std::string_view what);
+
+/// Sizes and strides: plain tuples in torch.save files, torch.Size(tuple) in some others;
+/// non-negative, at most kMaxDims. Written into `result` (reused scratch).
+void int_tuple(const pickle::Value& value, const pickle::Value& function, std::string_view what,
+               std::vector<std::int64_t>& result);
+
+/// The dtype a `torch.<dtype>` global argument names; throws FormatError(kTorchUnknownDtype).
+[[nodiscard]] Dtype dtype_argument(const pickle::Value& value, const pickle::Value& function);
+
+/// Throws FormatError(kTorchTensorOutOfBounds) unless a `dtype` tensor of `sizes` and `strides`
+/// at `offset` lies inside `storage`: a hostile file must not make a tensor read past its bytes.
+void check_in_bounds(const pickle::Value& function, const Storage& storage, Dtype dtype,
+                     std::int64_t offset, std::span<const std::int64_t> sizes,
+                     std::span<const std::int64_t> strides);
+
+/// Throws FormatError(kTorchBadRebuildArguments) unless numel × element size of `dtype` fits
+/// in 64 bits (a tensor without storage has no bytes to bound its sizes).
+void check_numel(const pickle::Value& function, Dtype dtype, std::span<const std::int64_t> sizes);
+
+}  // namespace pthload::torch

@@ -1,0 +1,38 @@
+// TorchScript archives (torch.jit.save; FORMAT.md §1.5;
+// torch/csrc/jit/serialization/import_read.cpp readArchiveAndTensors). data.pkl is read like a
+// torch.save pickle — its `__torch__.*` objects are unknown classes whose BUILD states are their
+// attributes, so a module's weight is `lin.weight` — and this file adds constants.pkl.
+#include "torch/torchscript.hpp"
+
+#include <vector>
+
+#include "pickle/machine.hpp"
+#include "pthload/error.hpp"
+#include "torch/naming.hpp"
+#include "torch/tensor_builder.hpp"
+
+namespace pthload::torch {
+
+void read_torchscript_constants(detail::CheckpointState& checkpoint,
+                                const zip::Entry& constants_pickle, const std::string& prefix,
+                                const LoadOptions& options) {
+  try {
+    auto bytes = checkpoint.archive->read(constants_pickle);
+    pickle::Machine machine(options.limits);
+    const pickle::Result constants = machine.run(bytes.bytes());
+    // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
+    TensorBuilder builder(checkpoint, prefix + "constants/");
+    std::vector<NamedTensor> tensors;
+    collect_named_tensors(*constants.root, builder, options.limits, tensors);
+    // The root is a tuple: "0", "1"... become "constants.0", "constants.1".
+    for (auto& named : tensors) {
+      named.name = named.name.empty() ? "constants" : "constants." + named.name;
+      checkpoint.tensors.push_back(std::move(named));
+    }
+  } catch (Error& e) {
+    if (e.context().record.empty()) e.context().record = constants_pickle.name;
+    throw;
+  }
+}
+
+}  // namespace pthload::torch

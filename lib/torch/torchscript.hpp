@@ -1,0 +1,20 @@
+// TorchScript archives (torch.jit.save): the second pickle, constants.pkl (FORMAT.md §1.5).
+#pragma once
+
+#include <string>
+
+#include "pthload/options.hpp"
+#include "torch/state.hpp"
+#include "zip/archive.hpp"
+
+namespace pthload::torch {
+
+/// Reads `constants_pickle` (`<top>/constants.pkl`: a tuple of the tensors the archive's code
+/// uses as constants, storages under `<top>/constants/`) and appends its tensors to
+/// checkpoint.tensors as `constants.<index>`. Its value tree is dropped afterwards: nothing of it
+/// outlives the tensors, which own their names and share their storages. Throws as open().
+void read_torchscript_constants(detail::CheckpointState& checkpoint,
+                                const zip::Entry& constants_pickle, const std::string& prefix,
+                                const LoadOptions& options);
+
+}  // namespace pthload::torch
