@@ -82,13 +82,15 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
       plan.emplace_back(&storage_state, device);
     }
     std::sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) {
-      return a.first->record->data_offset < b.first->record->data_offset;
+      return detail::file_offset(*a.first) < detail::file_offset(*b.first);
     });
     for (const auto& [storage_state, device] : plan) {
       try {
         place(state, *storage_state, device, options.copy);
       } catch (Error& e) {
-        if (e.context().record.empty()) e.context().record = storage_state->record->name;
+        if (e.context().record.empty() && storage_state->record != nullptr) {
+          e.context().record = storage_state->record->name;
+        }
         throw;
       }
     }

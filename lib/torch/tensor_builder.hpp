@@ -12,6 +12,7 @@
 
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
+#include "torch/legacy_storages.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::torch {
@@ -22,6 +23,8 @@ class TensorBuilder {
  public:
   /// `data_prefix` is what storage keys are appended to ("model/data/").
   TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix);
+  /// For a legacy stream: storages come from `legacy` (which must outlive the builder).
+  TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy);
 
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
   /// object...). The same node always gives an equal tensor over the same Storage (a node
@@ -33,10 +36,11 @@ class TensorBuilder {
  private:
   std::optional<Tensor> rebuild(const pickle::Value& callable, const pickle::Value& args);
   Tensor rebuild_dense(const pickle::Value& callable, const pickle::Value& args);
-  std::shared_ptr<const Storage> storage_of(const pickle::Value& persistent);
+  StorageRef storage_of(const pickle::Value& persistent);
 
   detail::CheckpointState& checkpoint_;
   std::string data_prefix_;
+  const LegacyStorages* legacy_ = nullptr;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again.
   std::vector<std::shared_ptr<Storage>> storage_by_record_;
