@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/checked.hpp"
+#include "pickle/codecs.hpp"
 #include "pthload/error.hpp"
 #include "torch/storage_types.hpp"
 
@@ -180,8 +181,46 @@ void LegacyStorages::assign_data(const legacy::Stream& stream) {
                                     keys[i], state.numel, static_cast<std::int64_t>(data[i].count)),
                         {.offset = data[i].count_offset});
     }
-    state.file_range =
-        detail::FileRange{.offset = data[i].bytes.offset, .size = data[i].bytes.size};
+    state.file_range = detail::FileRange{
+        .offset = data[i].bytes.offset, .size = data[i].bytes.size, .file = file_};
+  }
+}
+
+bool is_load_from_bytes(const Value& value) noexcept {
+  return value.is(Kind::kCall) && value.callable().is(Kind::kGlobal) &&
+         value.callable().is_global("torch.storage", "_load_from_bytes");
+}
+
+StorageRef load_from_bytes(detail::CheckpointState& checkpoint, const Value& call,
+                           const Limits& limits) {
+  const auto args = call.args().items();
+  const auto bytes = args.size() == 1 ? pickle::bytes_of(*args[0]) : std::nullopt;
+  if (!bytes) {
+    throw FormatError(Errc::kTorchBadRebuildArguments,
+                      "torch.storage._load_from_bytes: its argument is not bytes");
+  }
+  // A copy: the bytes may be inflated or decoded (_codecs.encode under protocol 2), and the
+  // storage may outlive the pickle they came from.
+  auto file = std::make_shared<const common::MappedFile>(
+      common::MappedFile::from_bytes(std::as_bytes(std::span(bytes->data(), bytes->size()))));
+  try {
+    LegacyStorages storages(checkpoint, file);
+    auto stream = legacy::Stream::parse(
+        file->bytes(), limits,
+        [&](const Value& id, pickle::ValueArena&) { return storages.on_persistent_id(id); });
+    storages.assign_data(stream);
+    const Value& root = *stream.main().root;
+    if (!root.is(Kind::kPersistent)) {
+      throw FormatError(Errc::kTorchBadRebuildArguments,
+                        fmt::format("torch.storage._load_from_bytes: the stream holds a {}, not "
+                                    "a storage",
+                                    pickle::kind_name(root.kind())));
+    }
+    return storages.storage_of(root.persistent_id());
+  } catch (Error& e) {
+    // Offsets are within the nested stream, which has no name of its own.
+    if (e.context().record.empty()) e.context().record = "<torch.storage._load_from_bytes>";
+    throw;
   }
 }
 

@@ -25,7 +25,10 @@ struct StorageRef {
 /// The legacy persistent ids of one checkpoint, by key. Not thread-safe; one per open().
 class LegacyStorages {
  public:
-  explicit LegacyStorages(detail::CheckpointState& checkpoint) : checkpoint_(checkpoint) {}
+  /// `file` is where assign_data()'s ranges lie when not in the checkpoint's file.
+  explicit LegacyStorages(detail::CheckpointState& checkpoint,
+                          std::shared_ptr<const common::MappedFile> file = nullptr)
+      : checkpoint_(checkpoint), file_(std::move(file)) {}
 
   /// For the main pickle's persistent_load, called in file order as torch calls it: makes the
   /// root storage of a ('storage', type, root_key, location, numel, view_metadata) id the
@@ -50,8 +53,20 @@ class LegacyStorages {
   };
 
   detail::CheckpointState& checkpoint_;
+  std::shared_ptr<const common::MappedFile> file_;
   std::unordered_map<std::string, std::shared_ptr<Storage>> roots_;
   std::unordered_map<std::string, View> views_;
 };
+
+/// Whether `value` is a torch.storage._load_from_bytes(b) call: a storage pickled by plain pickle
+/// (Python's copy or multiprocessing, or an object pickled before torch.save saw it), whose
+/// bytes are a whole legacy torch.save stream of that storage.
+[[nodiscard]] bool is_load_from_bytes(const pickle::Value& value) noexcept;
+
+/// The storage a _load_from_bytes call holds: its bytes are copied out of the pickle and read as
+/// a legacy stream whose object is one storage; the storage joins `checkpoint`'s storages, its
+/// bytes a range of that copy. Throws FormatError when the bytes are no such stream.
+[[nodiscard]] StorageRef load_from_bytes(detail::CheckpointState& checkpoint,
+                                         const pickle::Value& call, const Limits& limits);
 
 }  // namespace pthload::torch

@@ -32,10 +32,13 @@ struct FileView {
   std::shared_ptr<const common::MappedFile> file;
 };
 
-/// A range of the checkpoint's file: where a legacy storage's bytes are.
+/// A range of a file: where a legacy storage's bytes are.
 struct FileRange {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
+  /// The file, when not the checkpoint's own: the bytes of a torch.storage._load_from_bytes
+  /// call, a legacy stream nested in the pickle.
+  std::shared_ptr<const common::MappedFile> file;
 };
 
 /// On the meta device a storage has a size and no bytes.
@@ -67,7 +70,7 @@ struct StorageState {
 /// placement reads storages in.
 [[nodiscard]] inline std::uint64_t file_offset(const StorageState& storage) noexcept {
   if (storage.record != nullptr) return storage.record->data_offset;
-  return storage.file_range ? storage.file_range->offset : 0;
+  return storage.file_range && !storage.file_range->file ? storage.file_range->offset : 0;
 }
 
 struct CheckpointState {

@@ -232,6 +232,11 @@ Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
 }
 
 StorageRef TensorBuilder::storage_of(const Value& persistent) {
+  if (is_load_from_bytes(persistent)) {
+    auto& nested = nested_storages_[&persistent];
+    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, Limits{});
+    return nested;
+  }
   if (!persistent.is(Kind::kPersistent)) {
     throw FormatError(Errc::kTorchBadRebuildArguments,
                       fmt::format("expected a storage (a persistent id), got a {}",

@@ -180,3 +180,77 @@ TEST_CASE("legacy: tar-format checkpoints are refused clearly") {
   CHECK(open_code(tar) == Errc::kLegacyTarUnsupported);
   CHECK(open_code(lb::magic(false) + lb::protocol()) == Errc::kLegacyBadMagic);
 }
+
+namespace {
+
+// A whole legacy stream of one 2-float storage: what Storage.__reduce__ passes to
+// torch.storage._load_from_bytes.
+std::string storage_stream() {
+  PickleWriter p;
+  lb::storage(p, "FloatStorage", "140001", 2).stop();
+  return stream(p.bytes(), {"140001"}, lb::count(2) + lb::floats(2));
+}
+
+// `bytes` as `_codecs.encode(text, 'latin1')`, as protocol 2 spells bytes.
+PickleWriter& latin1_bytes(PickleWriter& p, const std::string& bytes) {
+  std::string text;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x80) {
+      text += c;
+    } else {
+      text += static_cast<char>(0xc0 | (byte >> 6));
+      text += static_cast<char>(0x80 | (byte & 0x3f));
+    }
+  }
+  return p.global("_codecs", "encode").mark().str(text).str("latin1").tuple().reduce();
+}
+
+std::string load_from_bytes_pickle(bool protocol2_bytes, const std::string& inner) {
+  PickleWriter p;
+  p.empty_dict().mark();
+  for (const char* name : {"t", "u"}) {
+    p.str(name).global("torch._utils", "_rebuild_tensor_v2").mark();
+    if (name[0] == 't') {
+      p.global("torch.storage", "_load_from_bytes").mark();
+      if (protocol2_bytes) {
+        latin1_bytes(p, inner);
+      } else {
+        p.op('B').raw(lb::count(inner.size()).substr(0, 4)).raw(inner);
+      }
+      p.tuple().reduce().put(9);
+    } else {
+      p.get(9);  // the memoised call again: the same storage
+    }
+    p.integer(name[0] == 't' ? 0 : 1).ints({1}).ints({1}).boolean(false);
+    p.global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
+  }
+  return p.setitems().stop().bytes();
+}
+
+}  // namespace
+
+TEST_CASE("legacy: torch.storage._load_from_bytes reads the nested stream") {
+  for (const bool protocol2_bytes : {false, true}) {
+    const auto file =
+        file_of(stream(load_from_bytes_pickle(protocol2_bytes, storage_stream()), {}, ""));
+    for (const bool copy : {false, true}) {
+      const auto checkpoint = pthload::load(file.path(), {.copy = copy});
+      REQUIRE(checkpoint.tensors().size() == 2);
+      CHECK(checkpoint.storages().size() == 1);
+      CHECK(checkpoint.tensor("t").storage().key() == "140001");
+      CHECK(&checkpoint.tensor("t").storage() == &checkpoint.tensor("u").storage());
+      CHECK(floats_of(checkpoint.tensor("t")) == std::vector<float>{0});
+      CHECK(floats_of(checkpoint.tensor("u")) == std::vector<float>{1});
+    }
+  }
+  // Nested streams are checked like files.
+  auto truncated = storage_stream();
+  truncated.resize(truncated.size() - 1);
+  CHECK(open_code(stream(load_from_bytes_pickle(false, truncated), {}, "")) ==
+        Errc::kLegacyStorageOutOfBounds);
+  CHECK(open_code(stream(load_from_bytes_pickle(false, "not a stream"), {}, "")) ==
+        Errc::kPickleUnknownOpcode);
+  CHECK(open_code(stream(load_from_bytes_pickle(false, lb::magic(false)), {}, "")) ==
+        Errc::kLegacyBadMagic);
+}

@@ -70,14 +70,22 @@ common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
   return buffer;
 }
 
+// The file a storage's bytes are in: the checkpoint's, or a nested legacy stream's.
+const std::shared_ptr<const common::MappedFile>& source_file(
+    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+  if (storage.file_range && storage.file_range->file) return storage.file_range->file;
+  return checkpoint.file;
+}
+
 // The record's bytes trimmed to the storage, either still in the file (a view) or owned.
 std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
     const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
   if (storage.record == nullptr) {
-    // A legacy storage: its range was checked against the file when the stream was parsed.
-    const auto range = storage.file_range.value_or(detail::FileRange{});
-    return checkpoint.file->bytes().subspan(static_cast<std::size_t>(range.offset),
-                                            static_cast<std::size_t>(storage.nbytes));
+    // A legacy storage: its range was checked against its file when the stream was parsed.
+    const auto offset = storage.file_range ? storage.file_range->offset : 0;
+    return source_file(checkpoint, storage)
+        ->bytes()
+        .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(storage.nbytes));
   }
   auto record = checkpoint.archive->read(*storage.record);
   if (record.is_view()) return record.bytes().first(storage.nbytes);
@@ -94,7 +102,7 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
     const bool aligned =
         reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
     if (!copy && !swap && aligned) {
-      storage.placement = detail::FileView{checkpoint.file};
+      storage.placement = detail::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *view;
       storage.device = Device::cpu();
       return;
