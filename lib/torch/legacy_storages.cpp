@@ -191,6 +191,14 @@ bool is_load_from_bytes(const Value& value) noexcept {
          value.callable().is_global("torch.storage", "_load_from_bytes");
 }
 
+const Value* load_from_bytes_key(const Value& call) noexcept {
+  const auto args = call.args().items();
+  if (args.size() != 1) return &call;
+  const Value* data = args[0];
+  if (data->is(Kind::kCall) && !data->args().items().empty()) data = data->args().items()[0];
+  return data;
+}
+
 StorageRef load_from_bytes(detail::CheckpointState& checkpoint, const Value& call,
                            const Limits& limits) {
   const auto args = call.args().items();

@@ -63,6 +63,11 @@ class LegacyStorages {
 /// bytes are a whole legacy torch.save stream of that storage.
 [[nodiscard]] bool is_load_from_bytes(const pickle::Value& value) noexcept;
 
+/// The node that fixes a _load_from_bytes call's bytes (the bytes value, or the text
+/// _codecs.encode encodes): calls sharing it through the memo give one storage, so a pickle
+/// cannot make a copy of the same large bytes per call.
+[[nodiscard]] const pickle::Value* load_from_bytes_key(const pickle::Value& call) noexcept;
+
 /// The storage a _load_from_bytes call holds: its bytes are copied out of the pickle and read as
 /// a legacy stream whose object is one storage; the storage joins `checkpoint`'s storages, its
 /// bytes a range of that copy. Throws FormatError when the bytes are no such stream.

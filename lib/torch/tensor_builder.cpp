@@ -233,7 +233,7 @@ Tensor TensorBuilder::rebuild_dense(const Value& callable, const Value& args) {
 
 StorageRef TensorBuilder::storage_of(const Value& persistent) {
   if (is_load_from_bytes(persistent)) {
-    auto& nested = nested_storages_[&persistent];
+    auto& nested = nested_storages_[load_from_bytes_key(persistent)];
     if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, Limits{});
     return nested;
   }

@@ -41,7 +41,7 @@ class TensorBuilder {
   detail::CheckpointState& checkpoint_;
   std::string data_prefix_;
   const LegacyStorages* legacy_ = nullptr;
-  // torch.storage._load_from_bytes calls already read, by node (a memoised call is one node).
+  // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
   std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again.
