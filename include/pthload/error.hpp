@@ -12,8 +12,8 @@
 namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
-/// 3xx pickle, 4xx torch, 5xx device. Never renumbered once released; the C API returns them
-/// unchanged (0 = ok).
+/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams. Never renumbered once released;
+/// the C API returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -91,6 +91,18 @@ enum class Errc : int {
   kDeviceAllocationFailed = 504,
   kDeviceCopyFailed = 505,
   kDeviceNotOnCpu = 506,
+
+  // 6xx: the legacy (pre-1.6, non-zip) torch.save stream.
+  kLegacyBadMagic = 600,
+  kLegacyBadProtocol = 601,
+  kLegacyBadSysInfo = 602,
+  kLegacyBadKeyList = 603,
+  kLegacyTruncated = 604,
+  kLegacyStorageOutOfBounds = 605,
+  kLegacyKeyMismatch = 606,
+  kLegacyViewOutOfRange = 607,
+  kLegacyTarUnsupported = 608,
+  kLegacyStorageSizeMismatch = 609,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

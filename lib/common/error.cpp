@@ -102,6 +102,16 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(DeviceAllocationFailed)
     PTHLOAD_ERRC_NAME(DeviceCopyFailed)
     PTHLOAD_ERRC_NAME(DeviceNotOnCpu)
+    PTHLOAD_ERRC_NAME(LegacyBadMagic)
+    PTHLOAD_ERRC_NAME(LegacyBadProtocol)
+    PTHLOAD_ERRC_NAME(LegacyBadSysInfo)
+    PTHLOAD_ERRC_NAME(LegacyBadKeyList)
+    PTHLOAD_ERRC_NAME(LegacyTruncated)
+    PTHLOAD_ERRC_NAME(LegacyStorageOutOfBounds)
+    PTHLOAD_ERRC_NAME(LegacyKeyMismatch)
+    PTHLOAD_ERRC_NAME(LegacyViewOutOfRange)
+    PTHLOAD_ERRC_NAME(LegacyTarUnsupported)
+    PTHLOAD_ERRC_NAME(LegacyStorageSizeMismatch)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

@@ -84,7 +84,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const auto& a, const auto& b) {
-      return a.first->record->data_offset < b.first->record->data_offset;
+      return detail::file_offset(*a.first) < detail::file_offset(*b.first);
     };
     if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
       std::sort(plan.begin(), plan.end(), by_offset);
@@ -93,7 +93,9 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
       try {
         place(state, *storage_state, device, options.copy);
       } catch (Error& e) {
-        if (e.context().record.empty()) e.context().record = storage_state->record->name;
+        if (e.context().record.empty() && storage_state->record != nullptr) {
+          e.context().record = storage_state->record->name;
+        }
         throw;
       }
     }

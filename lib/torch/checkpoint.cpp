@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "common/mapped_file.hpp"
+#include "legacy/stream.hpp"
 #include "pthload/error.hpp"
+#include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
 #include "torch/state.hpp"
@@ -21,18 +23,17 @@ namespace {
 
 constexpr std::array<std::byte, 4> kZipMagic{std::byte{'P'}, std::byte{'K'}, std::byte{3},
                                              std::byte{4}};
-// The pickle of the legacy format's magic number (FORMAT.md §11), protocol byte excluded.
-constexpr std::array<std::uint8_t, 13> kLegacyMagic{0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
-                                                    0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
-
 bool starts_with(std::span<const std::byte> bytes, std::span<const std::byte> prefix) {
   return bytes.size() >= prefix.size() &&
          std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
 }
 
+// A legacy stream opens with the pickle of its magic number: PROTO then the LONG1 (protocol 2,
+// torch's default) or a FRAME (protocols 4 and 5, which torch.save(pickle_protocol=...) allows).
+// Anything else starting with PROTO is also handed to the legacy reader, whose magic number
+// check then explains what is wrong, as torch.load's does.
 bool is_legacy_stream(std::span<const std::byte> bytes) {
-  return bytes.size() >= 2 + kLegacyMagic.size() && bytes[0] == std::byte{0x80} &&
-         std::memcmp(bytes.data() + 2, kLegacyMagic.data(), kLegacyMagic.size()) == 0;
+  return !bytes.empty() && bytes[0] == std::byte{0x80};
 }
 
 // A POSIX tar header has "ustar" at offset 257 (torch ≤ 0.1.x wrote checkpoints as tar files).
@@ -99,6 +100,18 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   }
 }
 
+// The pre-1.6 stream: its pickles, then its storages' ranges of the file (FORMAT.md §5.1).
+void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
+  torch::LegacyStorages storages(state);
+  auto stream = legacy::Stream::parse(
+      state.file->bytes(), options.limits,
+      [&](const pickle::Value& id, pickle::ValueArena&) { return storages.on_persistent_id(id); });
+  storages.assign_data(stream);
+  state.pickle = std::move(stream.main());
+  torch::TensorBuilder builder(state, storages);
+  torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors);
+}
+
 }  // namespace
 
 std::string_view format_name(Format format) noexcept {
@@ -152,12 +165,16 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
     if (starts_with(bytes, kZipMagic)) {
       state->format = Format::kZip;
       open_zip(*state, options);
-    } else if (is_legacy_stream(bytes) || is_tar(bytes)) {
-      throw UnsupportedError(Errc::kTorchUnsupportedFormat,
-                             fmt::format("this is a {} checkpoint (torch < 1.6 or "
-                                         "_use_new_zipfile_serialization=False); reading it is "
-                                         "not supported yet",
-                                         is_tar(bytes) ? "tar-format" : "legacy-format"));
+    } else if (is_legacy_stream(bytes)) {
+      state->format = Format::kLegacy;
+      open_legacy(*state, options);
+    } else if (is_tar(bytes)) {
+      // torch ≤ 0.1.x (early 2017) wrote tar files; torch stopped writing them in 0.1.10 and
+      // refuses them with weights_only=True since 2.6. Kept out of scope: FORMAT.md §5.2.
+      throw UnsupportedError(Errc::kLegacyTarUnsupported,
+                             "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
+                             "which pthload does not read; load it with torch and save it again",
+                             {.offset = 0});
     } else {
       throw FormatError(Errc::kTorchUnsupportedFormat,
                         "not a PyTorch checkpoint: neither a zip archive nor a legacy torch.save "

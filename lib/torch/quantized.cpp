@@ -61,7 +61,13 @@ Tensor TensorBuilder::quantizer_tensor(const Value& value, const Value& function
 Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args) {
   // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
   expect_arity(args, 7, 7, function);
-  auto storage = storage_of(*args.items()[0]);
+  auto [storage, view_byte_offset, view_nbytes] = storage_of(*args.items()[0]);
+  // Storage views come only from torch before 0.4, which had no quantized tensors.
+  if (view_nbytes || view_byte_offset != 0) {
+    throw UnsupportedError(
+        Errc::kTorchUnsupportedRebuild,
+        fmt::format("{}: a quantized tensor over a legacy storage view", global_name(function)));
+  }
   const std::int64_t offset = int_argument(*args.items()[1], function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
   auto& sizes = sizes_scratch_;

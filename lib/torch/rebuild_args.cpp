@@ -120,18 +120,19 @@ Dtype dtype_argument(const Value& value, const Value& function) {
 
 void check_in_bounds(const Value& function, const Storage& storage, Dtype dtype,
                      std::int64_t offset, std::span<const std::int64_t> sizes,
-                     std::span<const std::int64_t> strides) {
+                     std::span<const std::int64_t> strides,
+                     std::optional<std::uint64_t> limit_bytes) {
   const bool empty = std::any_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s == 0; });
   if (empty) return;
+  const std::uint64_t limit = limit_bytes.value_or(storage.nbytes());
   const auto last = last_element(offset, sizes, strides);
   const auto end_byte = last ? common::checked_mul(*last + 1, element_size(dtype)) : std::nullopt;
-  if (!end_byte || *end_byte > storage.nbytes()) {
-    throw FormatError(
-        Errc::kTorchTensorOutOfBounds,
-        fmt::format("{}: a {} tensor of size ({}) stride ({}) at offset {} reads "
-                    "past the end of storage '{}' ({} bytes)",
-                    global_name(function), dtype_name(dtype), fmt::join(sizes, ", "),
-                    fmt::join(strides, ", "), offset, storage.key(), storage.nbytes()));
+  if (!end_byte || *end_byte > limit) {
+    throw FormatError(Errc::kTorchTensorOutOfBounds,
+                      fmt::format("{}: a {} tensor of size ({}) stride ({}) at offset {} reads "
+                                  "past the end of storage '{}' ({} bytes)",
+                                  global_name(function), dtype_name(dtype), fmt::join(sizes, ", "),
+                                  fmt::join(strides, ", "), offset, storage.key(), limit));
   }
 }
 

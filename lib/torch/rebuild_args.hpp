@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,10 +49,12 @@ void int_tuple(const pickle::Value& value, const pickle::Value& function, std::s
 [[nodiscard]] Dtype dtype_argument(const pickle::Value& value, const pickle::Value& function);
 
 /// Throws FormatError(kTorchTensorOutOfBounds) unless a `dtype` tensor of `sizes` and `strides`
-/// at `offset` lies inside `storage`: a hostile file must not make a tensor read past its bytes.
+/// at `offset` lies inside `storage` — or inside its first `limit_bytes` when given (a legacy
+/// storage view): a hostile file must not make a tensor read past its bytes.
 void check_in_bounds(const pickle::Value& function, const Storage& storage, Dtype dtype,
                      std::int64_t offset, std::span<const std::int64_t> sizes,
-                     std::span<const std::int64_t> strides);
+                     std::span<const std::int64_t> strides,
+                     std::optional<std::uint64_t> limit_bytes = std::nullopt);
 
 /// Throws FormatError(kTorchBadRebuildArguments) unless numel × element size of `dtype` fits
 /// in 64 bits (a tensor without storage has no bytes to bound its sizes).

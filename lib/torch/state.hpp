@@ -32,6 +32,15 @@ struct FileView {
   std::shared_ptr<const common::MappedFile> file;
 };
 
+/// A range of a file: where a legacy storage's bytes are.
+struct FileRange {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  /// The file, when not the checkpoint's own: the bytes of a torch.storage._load_from_bytes
+  /// call, a legacy stream nested in the pickle.
+  std::shared_ptr<const common::MappedFile> file;
+};
+
 /// On the meta device a storage has a size and no bytes.
 struct MetaPlacement {};
 
@@ -44,6 +53,8 @@ struct StorageState {
   /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
   /// while the Checkpoint lives; only placement, inside load(), reads it).
   const zip::Entry* record = nullptr;
+  /// Or, in a legacy stream (which has no records), the range of the file holding the bytes.
+  std::optional<FileRange> file_range;
   /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
   std::size_t swap_unit = 1;
 
@@ -54,6 +65,13 @@ struct StorageState {
   /// The bytes, when placed on the CPU (a view of the file or of the owned buffer).
   std::span<const std::byte> cpu_bytes;
 };
+
+/// Where a storage's bytes start in the file (its record's data, or its legacy range): the order
+/// placement reads storages in.
+[[nodiscard]] inline std::uint64_t file_offset(const StorageState& storage) noexcept {
+  if (storage.record != nullptr) return storage.record->data_offset;
+  return storage.file_range && !storage.file_range->file ? storage.file_range->offset : 0;
+}
 
 struct CheckpointState {
   Format format = Format::kZip;

@@ -38,6 +38,9 @@ TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string da
   checkpoint_.storages.reserve(records);
 }
 
+TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy)
+    : checkpoint_(checkpoint), legacy_(&legacy) {}
+
 std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
   return rebuild(value.callable(), value.args());
@@ -101,8 +104,8 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
 
 Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
   const auto kind = classify_global(function);
-  auto storage = storage_of(argument(args, 0, function));
-  const std::int64_t offset = int_argument(argument(args, 1, function), function, "storage_offset");
+  auto [storage, view_byte_offset, view_nbytes] = storage_of(argument(args, 0, function));
+  std::int64_t offset = int_argument(argument(args, 1, function), function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
   auto& sizes = sizes_scratch_;
   auto& strides = strides_scratch_;
@@ -122,16 +125,35 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
     dtype = dtype_argument(argument(args, 6, function), function);
   }
 
-  check_in_bounds(function, *storage, dtype, offset, sizes, strides);
+  // A legacy storage view bounds the tensor, whose offsets count from the view's start.
+  check_in_bounds(function, *storage, dtype, offset, sizes, strides, view_nbytes);
+  if (view_byte_offset != 0) {
+    // The tensor shares the root storage, as torch's view storage shares its bytes.
+    if (view_byte_offset % element_size(dtype) != 0) {
+      bad_arguments(function, "a storage view's offset is not a whole number of elements");
+    }
+    const auto shifted = common::checked_add(static_cast<std::uint64_t>(offset),
+                                             view_byte_offset / element_size(dtype));
+    if (!shifted || *shifted > static_cast<std::uint64_t>(INT64_MAX)) {
+      bad_arguments(function, "storage_offset overflows in its storage view");
+    }
+    offset = static_cast<std::int64_t>(*shifted);
+  }
   return Tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
 }
 
-std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent) {
+StorageRef TensorBuilder::storage_of(const Value& persistent) {
+  if (is_load_from_bytes(persistent)) {
+    auto& nested = nested_storages_[load_from_bytes_key(persistent)];
+    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, Limits{});
+    return nested;
+  }
   if (!persistent.is(Kind::kPersistent)) {
     throw FormatError(Errc::kTorchBadRebuildArguments,
                       fmt::format("expected a storage (a persistent id), got a {}",
                                   pickle::kind_name(persistent.kind())));
   }
+  if (legacy_ != nullptr) return legacy_->storage_of(persistent.persistent_id());
   // ('storage', storage_type, key, location, numel) — torch/serialization.py _save.
   const Value& id = persistent.persistent_id();
   const auto fields = id.items();
@@ -159,7 +181,7 @@ std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent
   auto& cached =
       storage_by_record_[static_cast<std::size_t>(record - checkpoint_.archive->entries().data())];
   // torch caches storages by key: the first persistent id for a key wins.
-  if (cached) return cached;
+  if (cached) return {.storage = cached};
   std::optional<Dtype> dtype;
   if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
   if (!dtype) {
@@ -195,7 +217,7 @@ std::shared_ptr<const Storage> TensorBuilder::storage_of(const Value& persistent
   }
   cached = std::make_shared<Storage>(std::move(state));
   checkpoint_.storages.push_back(cached);
-  return cached;
+  return {.storage = cached};
 }
 
 }  // namespace pthload::torch

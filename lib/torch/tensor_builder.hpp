@@ -12,6 +12,7 @@
 
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
+#include "torch/legacy_storages.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::torch {
@@ -22,6 +23,8 @@ class TensorBuilder {
  public:
   /// `data_prefix` is what storage keys are appended to ("model/data/").
   TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix);
+  /// For a legacy stream: storages come from `legacy` (which must outlive the builder).
+  TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy);
 
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
   /// object...). The same node always gives an equal tensor over the same Storage (a node
@@ -44,10 +47,13 @@ class TensorBuilder {
   // storageless.cpp: meta tensors and tensors of storage-less backends
   Tensor rebuild_meta(const pickle::Value& function, const pickle::Value& args);
   Tensor rebuild_device_from_cpu(const pickle::Value& function, const pickle::Value& args);
-  std::shared_ptr<const Storage> storage_of(const pickle::Value& persistent);
+  StorageRef storage_of(const pickle::Value& persistent);
 
   detail::CheckpointState& checkpoint_;
   std::string data_prefix_;
+  const LegacyStorages* legacy_ = nullptr;
+  // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
+  std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again.
   std::vector<std::shared_ptr<Storage>> storage_by_record_;

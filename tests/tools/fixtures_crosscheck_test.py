@@ -16,8 +16,8 @@ For files with storages tagged other than 'cpu' (the cuda fixtures: 'cuda:0' and
   PTHINSPECT load --map-location cuda:0=cpu,cuda:3=cpu FILE   exits 0 (every non-cpu tag of the
                                                         file mapped to cpu)
 
-Legacy-format files (expected "format": "legacy") are skipped until the legacy reader exists:
-set CHECK_LEGACY below, or PTHLOAD_CHECK_LEGACY=1 in the environment, to include them.
+Legacy-format files (expected "format": "legacy") are checked like the others;
+PTHLOAD_CHECK_LEGACY=0 in the environment skips them.
 Prints one line per failing check, then `N passed, M failed` (files); exits 1 on any failure.
 Uses only the committed JSON: the machine running it needs no torch.
 """
@@ -31,9 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import torch_crosscheck  # noqa: E402
 
-# The legacy (pre-1.6 stream) reader is a later issue: until then these files are generated and
-# their expected JSON kept, but not checked here.
-CHECK_LEGACY = os.environ.get("PTHLOAD_CHECK_LEGACY", "") == "1"
+# The legacy (pre-1.6 stream) files are checked by default; PTHLOAD_CHECK_LEGACY=0 skips them.
+CHECK_LEGACY = os.environ.get("PTHLOAD_CHECK_LEGACY", "1") != "0"
 SKIPPED_FORMATS = () if CHECK_LEGACY else ("legacy",)
 
 
@@ -98,7 +97,7 @@ def main(argv):
             passed += 1
     if skipped:
         print(f"skipped {skipped} files of formats {', '.join(SKIPPED_FORMATS)} "
-              f"(PTHLOAD_CHECK_LEGACY=1 to include them)")
+              f"(unset PTHLOAD_CHECK_LEGACY to include them)")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -1,10 +1,12 @@
 // CPU placement. torch pads every record to 64 bytes, so views are the normal case; records from
-// other zip writers may sit at any offset and are copied so that every element is aligned.
+// other zip writers, and legacy storages (packed one after another behind 8-byte counts), may
+// sit at any offset: they are views when their address suits the element type, else copies.
 #include "device/cpu/placement.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/byte_reader.hpp"
@@ -13,7 +15,14 @@ namespace pthload::device {
 namespace {
 
 // Enough for every element type up to complex128.
-constexpr std::uintptr_t kViewAlignment = 16;
+constexpr std::uintptr_t kMaxAlignment = 16;
+
+// The alignment a view of `storage` needs: its elements' size (at most 16). An untyped (uint8)
+// storage may hold any dtype (_rebuild_tensor_v3), so it gets the largest.
+std::uintptr_t view_alignment(const detail::StorageState& storage) {
+  if (storage.dtype == Dtype::kUInt8) return kMaxAlignment;
+  return std::min<std::uintptr_t>(element_size(storage.dtype), kMaxAlignment);
+}
 
 void swap_in_place(std::span<std::byte> bytes, std::size_t unit) {
   auto swap_all = [&]<typename T>(T) {
@@ -61,9 +70,23 @@ common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
   return buffer;
 }
 
+// The file a storage's bytes are in: the checkpoint's, or a nested legacy stream's.
+const std::shared_ptr<const common::MappedFile>& source_file(
+    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+  if (storage.file_range && storage.file_range->file) return storage.file_range->file;
+  return checkpoint.file;
+}
+
 // The record's bytes trimmed to the storage, either still in the file (a view) or owned.
 std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
     const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+  if (storage.record == nullptr) {
+    // A legacy storage: its range was checked against its file when the stream was parsed.
+    const auto offset = storage.file_range ? storage.file_range->offset : 0;
+    return source_file(checkpoint, storage)
+        ->bytes()
+        .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(storage.nbytes));
+  }
   auto record = checkpoint.archive->read(*storage.record);
   if (record.is_view()) return record.bytes().first(storage.nbytes);
   return std::move(record).take_buffer();
@@ -76,9 +99,10 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
-    const bool aligned = reinterpret_cast<std::uintptr_t>(view->data()) % kViewAlignment == 0;
+    const bool aligned =
+        reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
     if (!copy && !swap && aligned) {
-      storage.placement = detail::FileView{checkpoint.file};
+      storage.placement = detail::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *view;
       storage.device = Device::cpu();
       return;
