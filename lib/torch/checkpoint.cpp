@@ -90,6 +90,9 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
     state.pickle = machine.run(bytes);
     state.pickle_bytes.emplace(std::move(pickle_bytes));
     torch::TensorBuilder builder(state, prefix + "data/");
+    // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
+    // more bytes than naming them did.
+    state.tensors.reserve(state.archive->entries().size());
     torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors);
   } catch (Error& e) {
     if (e.context().record.empty()) e.context().record = data_pickle->name;
