@@ -47,6 +47,7 @@ class PTHLOAD_API Checkpoint {
 
   /// For the library's own layers.
   [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
+  [[nodiscard]] const detail::CheckpointState& state() const noexcept { return *state_; }
 
  private:
   std::unique_ptr<detail::CheckpointState> state_;

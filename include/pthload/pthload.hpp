@@ -5,6 +5,7 @@
 #include "pthload/device.hpp"
 #include "pthload/dtype.hpp"
 #include "pthload/error.hpp"
+#include "pthload/inspect.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
 #include "pthload/tensor.hpp"

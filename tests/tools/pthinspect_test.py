@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """pthinspect, end to end: `records --json --verify` against the zip fixtures' manifest, `cat`,
-and the exit status and one-line message of each kind of failure."""
+`tree` and `globals`, and the exit status and one-line message of each kind of failure."""
 import json
 import os
 import subprocess
@@ -53,6 +53,32 @@ check(result.returncode == 0 and b"sample/data.pkl" in result.stdout, "records t
 result = run("cat", sample, "sample/version")
 check(result.returncode == 0 and result.stdout == b"3\n", f"cat sample/version: {result.stdout!r}")
 
+# tree and globals: the audit view. module.pt pickles a whole nn.Sequential, so its module
+# classes are opaque; quantized.pt names only globals pthload interprets.
+torch_fixtures = os.path.join(FIXTURES, "torch", "torch-2.15.0")
+module_pt = os.path.join(torch_fixtures, "module.pt")
+result = run("globals", "--json", module_pt)
+check(result.returncode == 0, f"globals module.pt: exit {result.returncode}: {result.stderr!r}")
+if result.returncode == 0:
+    listed = json.loads(result.stdout)
+    opaque = {(g["module"], g["name"]) for g in listed["globals"] if not g["interpreted"]}
+    check(("torch.nn.modules.linear", "Linear") in opaque, f"Linear not opaque: {listed}")
+    check(listed["opaque"] == len(opaque), f"opaque count {listed['opaque']} != {len(opaque)}")
+    check(all(g["interpreted"] for g in listed["globals"] if g["module"] == "torch._utils"),
+          f"a torch._utils rebuild reported opaque: {listed}")
+result = run("globals", "--fail-on-opaque", module_pt)
+check(result.returncode == 4 and b"OPAQUE" in result.stdout,
+      f"globals --fail-on-opaque module.pt: exit {result.returncode}")
+result = run("globals", "--fail-on-opaque", os.path.join(torch_fixtures, "quantized.pt"))
+check(result.returncode == 0 and b" 0 opaque" in result.stdout,
+      f"globals --fail-on-opaque quantized.pt: exit {result.returncode}: {result.stdout!r}")
+result = run("tree", "--depth", "4", module_pt)
+check(result.returncode == 0 and b"torch.nn.modules.linear.Linear" in result.stdout
+      and b"torch._utils._rebuild_parameter(" in result.stdout,
+      f"tree module.pt: exit {result.returncode}: {result.stdout[:300]!r}")
+result = run("tree", "--items", "0", module_pt)
+check(result.returncode == 0 and b"more)" in result.stdout, f"tree --items 0: {result.stdout!r}")
+
 # Failures: one line on stderr naming the file, a non-zero exit, never a crash.
 with tempfile.TemporaryDirectory() as tmp:
     not_zip = os.path.join(tmp, "not_zip.pt")
@@ -64,6 +90,8 @@ with tempfile.TemporaryDirectory() as tmp:
     for args, status in [(("records", not_zip), 1), (("records", truncated), 1),
                          (("records", os.path.join(tmp, "missing.pt")), 1),
                          (("cat", sample, "sample/nope"), 1), (("records",), 2),
+                         (("tree", not_zip), 1), (("globals", truncated), 1),
+                         (("tree", sample, "--depth", "x"), 2),
                          (("frobnicate", sample), 2)]:
         result = run(*args)
         lines = result.stderr.decode().strip().splitlines()

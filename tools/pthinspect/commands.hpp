@@ -17,5 +17,7 @@ Command add_ls_command(CLI::App& app);
 Command add_load_command(CLI::App& app);
 Command add_records_command(CLI::App& app);
 Command add_cat_command(CLI::App& app);
+Command add_tree_command(CLI::App& app);
+Command add_globals_command(CLI::App& app);
 
 }  // namespace pthinspect

@@ -12,8 +12,9 @@ int main(int argc, char** argv) {
   CLI::App app{"pthinspect: inspect PyTorch checkpoints without PyTorch"};
   app.require_subcommand(1);
   const std::vector<pthinspect::Command> commands{
-      pthinspect::add_ls_command(app), pthinspect::add_load_command(app),
-      pthinspect::add_records_command(app), pthinspect::add_cat_command(app)};
+      pthinspect::add_ls_command(app),      pthinspect::add_load_command(app),
+      pthinspect::add_records_command(app), pthinspect::add_cat_command(app),
+      pthinspect::add_tree_command(app),    pthinspect::add_globals_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,45 @@
+// Auditing a checkpoint: its object tree as text and the Python globals its pickle names.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/export.hpp"
+
+namespace pthload {
+
+/// How much of the object tree object_tree() shows.
+struct TreeOptions {
+  /// Containers nested deeper than this print as `...` (the root is at depth 0).
+  std::size_t max_depth = 100;
+  /// Elements shown per container; the rest as `... (N more)`.
+  std::size_t max_items = SIZE_MAX;
+  /// Bytes of a string or bytes value shown.
+  std::size_t max_string = 200;
+};
+
+/// The checkpoint's main pickle (data.pkl, or a legacy stream's main pickle) as Python-like
+/// text, exactly as it was pickled: rebuild calls, persistent ids and every unknown global's
+/// call with its arguments and state, so nothing the file asks for is hidden. Nothing is run.
+/// A value reached twice prints once, then as `<ref #N>` (`<cycle #N>` from inside itself).
+[[nodiscard]] PTHLOAD_API std::string object_tree(const Checkpoint& checkpoint,
+                                                  const TreeOptions& options = {});
+
+/// A Python global (module.name) the pickle names.
+struct GlobalReference {
+  std::string module;
+  std::string name;
+  /// pthload knows what it means (a torch rebuild function, OrderedDict, torch.Size, a dtype,
+  /// ...). Otherwise it is opaque: kept in the tree with its arguments, never called, and
+  /// Python's torch.load would import and call it (torch.load(weights_only=True) refuses it).
+  bool interpreted = false;
+};
+
+/// Every distinct global named by the main pickle, sorted by module then name.
+[[nodiscard]] PTHLOAD_API std::vector<GlobalReference> referenced_globals(
+    const Checkpoint& checkpoint);
+
+}  // namespace pthload

@@ -1,0 +1,116 @@
+// object_tree() and referenced_globals(): what an auditor sees of a checkpoint. Both read the
+// value tree the torch layer kept; neither follows a persistent id into storage bytes.
+#include "pthload/inspect.hpp"
+
+#include <algorithm>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "pickle/print.hpp"
+#include "torch/globals.hpp"
+#include "torch/state.hpp"
+#include "torch/storage_types.hpp"
+
+namespace pthload {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+bool is_python_builtin(std::string_view module) {
+  return module == "builtins" || module == "__builtin__";
+}
+
+// What the torch and pickle layers give a meaning to without calling anything. Kept beside the
+// layers' own checks (globals.cpp, storage_types.cpp, codecs.cpp, quantized.cpp, sparse.cpp,
+// storageless.cpp, legacy_storages.cpp): a global listed here and not there would be reported
+// as understood while the loader keeps it opaque, which the fixture tests would show.
+bool is_interpreted(const Value& global) {
+  if (torch::classify_global(global) != torch::KnownGlobal::kOther) return true;
+  const std::string_view module = global.module();
+  const std::string_view name = global.name();
+  // Storage classes are matched by name whatever the module, as torch.load does.
+  if (torch::storage_type_dtype(name)) return true;
+  if (module == "torch") {
+    return name == "device" || name == "per_tensor_affine" || name == "per_channel_affine" ||
+           name == "per_channel_affine_float_qparams" || name == "strided" ||
+           name.starts_with("sparse_");
+  }
+  if (module == "torch.storage") return name == "_load_from_bytes";
+  if (module == "_codecs") return name == "encode";
+  if (is_python_builtin(module)) {
+    return name == "set" || name == "frozenset" || name == "bytearray" || name == "bytes";
+  }
+  // TorchScript's classes: objects whose attributes are read; their code is never run.
+  return module.starts_with("__torch__");
+}
+
+// Every value of the tree once, iteratively: trees can be deep and cyclic.
+template <typename Visit>
+void for_each_value(const Value& root, Visit&& visit) {
+  std::unordered_set<const Value*> seen;
+  std::vector<const Value*> pending{&root};
+  const auto push = [&](const Value* value) {
+    if (value != nullptr && seen.insert(value).second) pending.push_back(value);
+  };
+  seen.insert(&root);
+  while (!pending.empty()) {
+    const Value& value = *pending.back();
+    pending.pop_back();
+    visit(value);
+    for (const Value* item : value.items())
+      push(item);
+    for (const auto& entry : value.dict_items()) {
+      push(entry.key);
+      push(entry.value);
+    }
+    for (const Value* item : value.added_items())
+      push(item);
+    for (const Value* state : value.states())
+      push(state);
+    if (value.is(Kind::kCall)) {
+      push(&value.callable());
+      push(&value.args());
+      push(value.kwargs());
+    } else if (value.is(Kind::kPersistent)) {
+      push(&value.persistent_id());
+    }
+  }
+}
+
+}  // namespace
+
+std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options) {
+  const auto& state = checkpoint.state();
+  pickle::PrintOptions print_options;
+  print_options.max_depth = options.max_depth;
+  print_options.max_items = options.max_items;
+  print_options.max_string = options.max_string;
+  return pickle::print(*state.pickle.root, print_options);
+}
+
+std::vector<GlobalReference> referenced_globals(const Checkpoint& checkpoint) {
+  const auto& state = checkpoint.state();
+  std::vector<GlobalReference> globals;
+  for_each_value(*state.pickle.root, [&](const Value& value) {
+    if (!value.is(Kind::kGlobal)) return;
+    globals.push_back(
+        {std::string(value.module()), std::string(value.name()), is_interpreted(value)});
+  });
+  const auto by_name = [](const GlobalReference& a, const GlobalReference& b) {
+    return std::tie(a.module, a.name) < std::tie(b.module, b.name);
+  };
+  std::sort(globals.begin(), globals.end(), by_name);
+  // The same global can be several nodes (GLOBAL written twice, or unmemoised).
+  globals.erase(std::unique(globals.begin(), globals.end(),
+                            [](const GlobalReference& a, const GlobalReference& b) {
+                              return a.module == b.module && a.name == b.name;
+                            }),
+                globals.end());
+  return globals;
+}
+
+}  // namespace pthload
