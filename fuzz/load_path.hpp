@@ -1,5 +1,6 @@
-// The load path shared by fuzz targets: open the bytes, place every storage on the CPU as views
-// and then as copies, and read every tensor end to end through its checksum.
+// The load path shared by fuzz targets: open the bytes, report its globals and print its tree,
+// place every storage on the CPU as views and then as copies, and read every tensor end to end
+// through its checksum.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
+#include "pthload/inspect.hpp"
 #include "torch/open.hpp"
 
 namespace pthload::fuzz {
@@ -38,8 +40,16 @@ inline void load_every_way(std::span<const std::byte> bytes) {
     try {
       const auto options = fuzz_options(copy);
       auto checkpoint = torch::open_mapped(file, "fuzz.pt", options);
-      device::place_storages(checkpoint, options);
       std::uint64_t sink = 0;
+      if (!copy) {
+        // What `pthinspect globals` and `tree` show, once per input: same tree either way.
+        sink += referenced_globals(checkpoint).size();
+        TreeOptions tree_options;
+        tree_options.max_depth = 20;
+        tree_options.max_items = 20;
+        sink += object_tree(checkpoint, tree_options).size();
+      }
+      device::place_storages(checkpoint, options);
       for (const auto& named : checkpoint.tensors()) {
         sink ^= named.tensor.content_checksum() + named.name.size();
       }
