@@ -54,7 +54,12 @@ container order (which is the order the pickle wrote them), and:
   in decimal ("0", "1", ...).
 * set and frozenset: skipped entirely (their iteration order after loading is not the pickle's
   order), so tensors inside sets are not listed.
-* numpy arrays and numpy scalars: not tensors, not listed, not descended into.
+* numpy arrays and numpy scalars (0-dim) whose dtype torch also has (bool, int8-64, uint8-64,
+  float16/32/64, complex64/128, either byte order) are listed like tensors, with
+  "storage": null, "location": "cpu" (torch.load never moves them) and "source": "numpy"; their
+  stride is numpy's byte strides divided by the item size, their xxh3 that of the elements in
+  row-major order as little-endian bytes. Other numpy values (object arrays, strings, structured
+  dtypes) are not listed and not descended into.
 * str, bytes, bytearray, numbers, None, bool, torch.dtype/device/layout/memory_format/qscheme,
   classes, functions: leaves.
 * any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass):
@@ -240,9 +245,12 @@ def walk(obj, name="", on_path=None):
     if isinstance(obj, torch.Tensor):
         yield name, obj
         return
-    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
-        return
+    # Before the leaves: numpy.float64 is a float, numpy.bool_ is not.
     if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)):
+        if numpy_dtype_name(obj.dtype) is not None:
+            yield name, obj
+        return
+    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
         return
     if id(obj) in on_path:
         return
@@ -314,8 +322,41 @@ for _layout, _parts in ((getattr(torch, "sparse_bsr", None), "csr"),
         _SPARSE_PARTS[_layout] = _SPARSE_PARTS[getattr(torch, "sparse_" + _parts)]
 
 
+_NUMPY_DTYPES = {("b", 1): "bool", ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32",
+                 ("i", 8): "int64", ("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32",
+                 ("u", 8): "uint64", ("f", 2): "float16", ("f", 4): "float32",
+                 ("f", 8): "float64", ("c", 8): "complex64", ("c", 16): "complex128"}
+
+
+def numpy_dtype_name(dtype):
+    """torch's name for a numpy dtype, or None when torch has no such dtype."""
+    if dtype.fields is not None or dtype.subdtype is not None:
+        return None
+    return _NUMPY_DTYPES.get((dtype.kind, dtype.itemsize))
+
+
+def describe_numpy(name, value, checksum=True):
+    a = numpy.asarray(value)  # a scalar becomes a 0-dim array
+    entry = {
+        "name": name,
+        "dtype": numpy_dtype_name(a.dtype),
+        "shape": list(a.shape),
+        "stride": [s // a.itemsize for s in a.strides],
+        "storage_offset": 0,
+        "storage": None,
+        "location": "cpu",
+        "nbytes": a.nbytes,
+        "source": "numpy",
+    }
+    if checksum:
+        entry["xxh3"] = xxh3_hex(a.astype(a.dtype.newbyteorder("<")).tobytes(order="C"))
+    return [entry]
+
+
 def describe(name, t, recorder, checksum=True):
     """The schema's entries for one tensor (a list: sparse tensors add their parts)."""
+    if numpy is not None and isinstance(t, (numpy.ndarray, numpy.generic)):
+        return describe_numpy(name, t, checksum)
     if t.layout != torch.strided:
         entries = [{"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}]
         for part, get in _SPARSE_PARTS.get(t.layout, ()):

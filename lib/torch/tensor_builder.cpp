@@ -43,6 +43,7 @@ TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacySt
 
 std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
+  if (is_numpy_value(value)) return numpy_tensor(value);
   return rebuild(value.callable(), value.args());
 }
 
@@ -89,14 +90,17 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
       return rebuild_meta(function, args);
     case KnownGlobal::kRebuildDeviceFromCpu:
       return rebuild_device_from_cpu(function, args);
+    case KnownGlobal::kRebuildDeviceFromNumpy:
+      return rebuild_device_from_numpy(function, args);
+    case KnownGlobal::kRebuildWrapperSubclass:
+      return rebuild_wrapper_subclass(function, args);
+    case KnownGlobal::kRebuildNested:
+      return rebuild_nested(function, args);
     case KnownGlobal::kOtherRebuild:
-      // _rebuild_nested_tensor, _rebuild_wrapper_subclass, _rebuild_device_tensor_from_numpy,
-      // _rebuild_xla_tensor, _rebuild_mlc_tensor and whatever torch adds next.
+      // Whatever torch adds next: a rebuild that is not understood must not silently drop a
+      // tensor.
       throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
-                             fmt::format("{} is not supported yet (nested tensors, wrapper "
-                                         "subclasses and numpy-backed device tensors come in a "
-                                         "later release)",
-                                         global_name(function)));
+                             fmt::format("{} is not supported", global_name(function)));
     default:
       return std::nullopt;
   }

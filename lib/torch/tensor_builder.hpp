@@ -8,11 +8,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/legacy_storages.hpp"
+#include "torch/numpy_arrays.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::torch {
@@ -33,6 +35,12 @@ class TensorBuilder {
   /// supported yet (quantized, sparse...), with the offending function named.
   [[nodiscard]] std::optional<Tensor> tensor_of(const pickle::Value& value);
 
+  /// Why the last tensor_of() that returned nullopt left a tensor-like value opaque (a numpy
+  /// object array...), once; nullopt when it was simply no tensor. Clears the reason.
+  [[nodiscard]] std::optional<std::string> take_opaque_reason() {
+    return std::exchange(opaque_reason_, std::nullopt);
+  }
+
  private:
   std::optional<Tensor> rebuild(const pickle::Value& callable, const pickle::Value& args);
   Tensor rebuild_dense(const pickle::Value& callable, const pickle::Value& args);
@@ -47,7 +55,16 @@ class TensorBuilder {
   // storageless.cpp: meta tensors and tensors of storage-less backends
   Tensor rebuild_meta(const pickle::Value& function, const pickle::Value& args);
   Tensor rebuild_device_from_cpu(const pickle::Value& function, const pickle::Value& args);
+  Tensor rebuild_wrapper_subclass(const pickle::Value& function, const pickle::Value& args);
+  // nested.cpp: _rebuild_nested_tensor
+  Tensor rebuild_nested(const pickle::Value& function, const pickle::Value& args);
   StorageRef storage_of(const pickle::Value& persistent);
+  // numpy_tensors.cpp: tensors whose bytes are in the pickle (numpy arrays)
+  std::optional<Tensor> numpy_tensor(const pickle::Value& value);
+  Tensor rebuild_device_from_numpy(const pickle::Value& function, const pickle::Value& args);
+  detail::FileRange pickled_bytes(const NumpyArray& array);
+  std::shared_ptr<Storage> pickled_storage(Dtype dtype, detail::FileRange range, bool big_endian,
+                                           std::string location, bool follows_map_location);
 
   detail::CheckpointState& checkpoint_;
   std::string data_prefix_;
@@ -57,6 +74,15 @@ class TensorBuilder {
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again.
   std::vector<std::shared_ptr<Storage>> storage_by_record_;
+  // Tensors over pickled bytes, by their node (or their rebuild's args), so a node reached twice
+  // gives the same storage; copies of pickled bytes by the node fixing them.
+  std::unordered_map<const pickle::Value*, Tensor> pickled_tensors_;
+  std::unordered_map<const pickle::Value*, std::shared_ptr<const common::MappedFile>>
+      pickled_copies_;
+  std::unordered_map<const pickle::Value*, std::shared_ptr<const common::MappedFile>>
+      converted_copies_;
+  std::size_t pickled_storage_count_ = 0;
+  std::optional<std::string> opaque_reason_;
   std::vector<std::int64_t> sizes_scratch_;
   std::vector<std::int64_t> strides_scratch_;
   std::string record_name_scratch_;
