@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 FIELDS = ("dtype", "shape", "stride", "storage_offset", "storage", "location", "nbytes", "xxh3",
-          "source")
+          "source", "subclass")
 
 
 def expected_path(pt_path):

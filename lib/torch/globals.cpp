@@ -42,6 +42,9 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     return KnownGlobal::kRebuildFromType;
   }
   if (module == "torch.nn.parameter" && name == "Parameter") return KnownGlobal::kParameter;
+  if (module == "torch.nested._internal.nested_tensor" && name == "_rebuild_njt") {
+    return KnownGlobal::kRebuildJagged;
+  }
   if (module == "collections" &&
       (name == "OrderedDict" || name == "defaultdict" || name == "Counter")) {
     return KnownGlobal::kDictLike;

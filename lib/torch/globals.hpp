@@ -30,6 +30,8 @@ enum class KnownGlobal : std::uint8_t {
   kRebuildWrapperSubclass,  ///< torch._utils._rebuild_wrapper_subclass
   kRebuildNested,           ///< torch._utils._rebuild_nested_tensor
   kOtherRebuild,            ///< another torch._utils._rebuild_*: not supported yet
+  kRebuildJagged,           ///< torch.nested._internal.nested_tensor._rebuild_njt (a jagged
+                            ///< nested tensor, inside _rebuild_from_type_v2)
   kNumpyReconstruct,        ///< numpy.core.multiarray._reconstruct (numpy 2: numpy._core)
   kNumpyScalar,             ///< numpy.core.multiarray.scalar (numpy 2: numpy._core)
   kNumpyDtype,              ///< numpy.dtype, and numpy >= 1.25's numpy.dtypes.<X>DType classes

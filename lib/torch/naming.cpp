@@ -150,6 +150,10 @@ class Walker {
       add_entries(object.dict_items(), name);
       return;
     }
+    if (kind == KnownGlobal::kRebuildFromType) {
+      add_jagged_parts(object, name);
+      return;
+    }
     if (kind == KnownGlobal::kJitListBuilder) {
       // The list (or tagged value) stands in the call's place, under the call's name.
       if (!object.args().items().empty()) {
@@ -170,6 +174,26 @@ class Walker {
     std::size_t index = 0;
     for (const Value* item : object.items()) {
       children_.push_back({item, nullptr, join(name, std::to_string(index++)), 0});
+    }
+  }
+
+  // _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({'values': ..., 'offsets': ...,
+  // 'lengths': ..., ...},), state): the NJT's tensors, as `<name>.values`, `<name>.offsets` and
+  // `<name>.lengths` (torch/nested/_internal/nested_tensor.py NestedTensor.__reduce_ex__). Its
+  // cached metadata (min/max sequence lengths) is not listed.
+  void add_jagged_parts(const Value& object, const std::string& name) {
+    const auto args = object.args().items();
+    if (args.size() < 3 || classify_global(*args[0]) != KnownGlobal::kRebuildJagged ||
+        !args[2]->is(Kind::kTuple) || args[2]->items().empty() ||
+        !args[2]->items()[0]->is(Kind::kDict)) {
+      return;
+    }
+    for (const auto& [key, item] : args[2]->items()[0]->dict_items()) {
+      if (!key->is(Kind::kString)) continue;
+      const std::string_view field = key->as_string();
+      if (field == "values" || field == "offsets" || field == "lengths") {
+        children_.push_back({item, nullptr, join(name, field), 0});
+      }
     }
   }
 

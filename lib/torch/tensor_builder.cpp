@@ -76,6 +76,9 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
       const Value& inner_callable = argument(args, 0, function);
       const Value& inner_args = argument(args, 2, function);
       if (!inner_args.is(Kind::kTuple)) bad_arguments(function, "its args are not a tuple");
+      // A jagged nested tensor (NJT) is a Python subclass over its values and offsets tensors:
+      // no tensor of its own; the naming walk lists those parts (`<name>.values`...).
+      if (classify_global(inner_callable) == KnownGlobal::kRebuildJagged) return std::nullopt;
       auto tensor = rebuild(inner_callable, inner_args);
       if (!tensor)
         bad_arguments(function, fmt::format("{} made no tensor", global_name(inner_callable)));
