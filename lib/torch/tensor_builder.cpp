@@ -30,16 +30,18 @@ std::string text_of(const Value& value) {
 
 }  // namespace
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix)
-    : checkpoint_(checkpoint), data_prefix_(std::move(data_prefix)) {
+TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix,
+                             const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), data_prefix_(std::move(data_prefix)) {
   // A checkpoint has about one storage per record and a few tensors per storage.
   const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
   storage_by_record_.resize(records);
   checkpoint_.storages.reserve(records);
 }
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy)
-    : checkpoint_(checkpoint), legacy_(&legacy) {}
+TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy,
+                             const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), legacy_(&legacy) {}
 
 std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
@@ -152,7 +154,10 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
 StorageRef TensorBuilder::storage_of(const Value& persistent) {
   if (is_load_from_bytes(persistent)) {
     auto& nested = nested_storages_[load_from_bytes_key(persistent)];
-    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, Limits{});
+    // The caller's limits: a nested stream is no licence to exceed them. Its values are counted
+    // per pickle, as every pickle of a stream is; its bytes are part of the outer pickle's, so
+    // the streams together cannot make more values than the file has bytes.
+    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, limits_);
     return nested;
   }
   if (!persistent.is(Kind::kPersistent)) {

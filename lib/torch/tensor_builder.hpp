@@ -23,10 +23,13 @@ namespace pthload::torch {
 /// (however many tensors view it), each tensor checked against its storage's bounds.
 class TensorBuilder {
  public:
-  /// `data_prefix` is what storage keys are appended to ("model/data/").
-  TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix);
+  /// `data_prefix` is what storage keys are appended to ("model/data/"). `limits` (the caller's,
+  /// which must outlive the builder) also bound the legacy streams nested in the pickle
+  /// (torch.storage._load_from_bytes).
+  TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix, const Limits& limits);
   /// For a legacy stream: storages come from `legacy` (which must outlive the builder).
-  TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy);
+  TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy,
+                const Limits& limits);
 
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
   /// object...). The same node always gives an equal tensor over the same Storage (a node
@@ -67,6 +70,7 @@ class TensorBuilder {
                                            std::string location, bool follows_map_location);
 
   detail::CheckpointState& checkpoint_;
+  const Limits& limits_;
   std::string data_prefix_;
   const LegacyStorages* legacy_ = nullptr;
   // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().

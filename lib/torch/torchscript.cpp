@@ -21,7 +21,7 @@ void read_torchscript_constants(detail::CheckpointState& checkpoint,
     pickle::Machine machine(options.limits);
     const pickle::Result constants = machine.run(bytes.bytes());
     // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
-    TensorBuilder builder(checkpoint, prefix + "constants/");
+    TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
     std::vector<NamedTensor> tensors;
     std::vector<OpaqueValue> opaque;
     collect_named_tensors(*constants.root, builder, options.limits, tensors, opaque);
