@@ -26,7 +26,8 @@ import os
 import subprocess
 import sys
 
-FIELDS = ("dtype", "shape", "stride", "storage_offset", "storage", "location", "nbytes", "xxh3")
+FIELDS = ("dtype", "shape", "stride", "storage_offset", "storage", "location", "nbytes", "xxh3",
+          "source", "subclass")
 
 
 def expected_path(pt_path):

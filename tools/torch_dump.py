@@ -33,7 +33,12 @@ persistent_load and rebuild functions, storages under data/) with the shim's fin
 each `__torch__.*` class into a plain Python class, so a scripted module is an object whose
 attributes are what its BUILD state held (`lin.weight`, `bn.running_mean`, `tl.0` for a
 List[Tensor] attribute) — the naming rule below, as for any unknown class. Archives whose
-constants.pkl holds tensors are refused (pthload names those `constants.<index>`).
+constants.pkl holds tensors have them unpickled the same way from constants.pkl, with storage
+records under constants/ (a reader proxy maps torch's `data/<key>` to `constants/<key>`), named
+`constants.<index>` as pthload names them.
+
+Classes the fixtures pickle by reference (tests/fixtures/pthload_fixture_classes.py) are found
+because tests/fixtures/ is put on sys.path.
 
 Names (the rule implemented here, exactly)
 ------------------------------------------
@@ -41,7 +46,13 @@ The tree walked is the object torch.load returns. The root's name is "". A child
 `<parent>.<component>`, or just `<component>` when the parent is the root. Walk depth-first, in
 container order (which is the order the pickle wrote them), and:
 * a tensor (any torch.Tensor instance: Parameter, buffers, tensor subclasses) is listed under its
-  name; its own attributes are not descended into. A tensor reached by several paths (tied
+  name; its own attributes are not descended into. A wrapper subclass without storage
+  (data_ptr() 0, storage inaccessible) lists name, dtype, shape, stride, storage_offset,
+  "storage": null, "location": its device, nbytes and "subclass" (module.qualname), no xxh3.
+  A nested tensor of the strided layout lists name, dtype, "shape": [number of components] and
+  "layout": "nested", followed by its components (unbind()) as `<name>.0`, `<name>.1`, ...
+  A jagged nested tensor (NJT) is not listed itself: its `<name>.values`, `<name>.offsets` (and
+  `<name>.lengths` when it has them) are. A tensor reached by several paths (tied
   weights, the same tensor twice in a list, a dict shared by two parents) is listed once per path.
   A sparse tensor lists name, dtype, shape, followed by its parts as ordinary entries
   `<name>.indices`, `<name>.values` (COO) or `<name>.crow_indices` / `.col_indices` /
@@ -54,7 +65,12 @@ container order (which is the order the pickle wrote them), and:
   in decimal ("0", "1", ...).
 * set and frozenset: skipped entirely (their iteration order after loading is not the pickle's
   order), so tensors inside sets are not listed.
-* numpy arrays and numpy scalars: not tensors, not listed, not descended into.
+* numpy arrays and numpy scalars (0-dim) whose dtype torch also has (bool, int8-64, uint8-64,
+  float16/32/64, complex64/128, either byte order) are listed like tensors, with
+  "storage": null, "location": "cpu" (torch.load never moves them) and "source": "numpy"; their
+  stride is numpy's byte strides divided by the item size, their xxh3 that of the elements in
+  row-major order as little-endian bytes. Other numpy values (object arrays, strings, structured
+  dtypes) are not listed and not descended into.
 * str, bytes, bytearray, numbers, None, bool, torch.dtype/device/layout/memory_format/qscheme,
   classes, functions: leaves.
 * any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass):
@@ -69,6 +85,7 @@ container order (which is the order the pickle wrote them), and:
 
 import argparse
 import json
+import os
 import pickle
 import sys
 import types
@@ -82,6 +99,12 @@ except ImportError:  # pragma: no cover - numpy comes with both torch installs u
     numpy = None
 
 import xxhash
+
+# Classes the fixtures pickle by reference (a wrapper subclass) live in tests/fixtures/.
+_FIXTURE_CLASSES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "fixtures")
+if _FIXTURE_CLASSES not in sys.path:
+    sys.path.append(_FIXTURE_CLASSES)
 
 
 # --- the pickle module shim ----------------------------------------------------------------
@@ -155,17 +178,39 @@ def _make_pickle_module(recorder):
     return module
 
 
+class _ConstantsReader:
+    """A PyTorchFileReader whose storage records `data/<key>` are read from `constants/<key>`:
+    torch.serialization._load finds storages only under data/."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    @staticmethod
+    def _map(name):
+        return "constants/" + name[5:] if name.startswith("data/") else name
+
+    def __getattr__(self, attr):
+        method = getattr(self._reader, attr)
+        if attr in ("get_record", "has_record", "get_storage_from_record", "get_record_offset"):
+            return lambda name, *args: method(self._map(name), *args)
+        return method
+
+
 def _load_torchscript(path, map_location, shim):
     """data.pkl of a torch.jit.save archive, unpickled by torch.serialization._load (torch's own
-    persistent_load and rebuild functions) with every `__torch__.*` class standing for a plain
-    object whose BUILD state becomes its attributes, as pthload reads them. constants.pkl must
-    hold no tensors: _load finds storages only under data/, so such archives are refused."""
+    persistent_load and rebuild functions, storages under data/) with every `__torch__.*` class
+    standing for a plain object whose BUILD state becomes its attributes, as pthload reads them;
+    then constants.pkl's tensors (storages under constants/) as `constants.<index>`."""
+    reader = torch._C.PyTorchFileReader(path)
+    root = torch.serialization._load(reader, map_location, shim, pickle_file="data.pkl")
     with zipfile.ZipFile(path) as z:
         constants = next(n for n in z.namelist() if n.split("/", 1)[-1] == "constants.pkl")
-        if pickle.loads(z.read(constants)) != ():
-            raise SystemExit(f"{path}: TorchScript constants are not supported by torch_dump yet")
-    reader = torch._C.PyTorchFileReader(path)
-    return torch.serialization._load(reader, map_location, shim, pickle_file="data.pkl")
+        has_constants = z.read(constants) != pickle.dumps((), protocol=2)
+    if not has_constants:
+        return root, None
+    constants = torch.serialization._load(_ConstantsReader(torch._C.PyTorchFileReader(path)),
+                                          map_location, shim, pickle_file="constants.pkl")
+    return root, constants
 
 
 def detect_format(path):
@@ -201,10 +246,21 @@ def load(path, map_location="cpu"):
     torch.serialization.pickle = shim
     try:
         if fmt == "torchscript":
-            root = _load_torchscript(path, ml, shim)
+            root, constants = _load_torchscript(path, ml, shim)
+            if constants is not None:
+                root = _WithConstants(root, constants)
         else:
-            with open(path, "rb") as f:
-                root = torch.load(f, map_location=ml, pickle_module=shim, **kwargs)
+            try:
+                with open(path, "rb") as f:
+                    root = torch.load(f, map_location=ml, pickle_module=shim, **kwargs)
+            except RuntimeError as e:
+                # torch refuses a callable map_location for wrapper subclasses and device tensors
+                # from numpy: load where the tags say (fine for 'cpu'-tagged fixtures).
+                if "Callable map_location not supported" not in str(e):
+                    raise
+                recorder.restored.clear()
+                with open(path, "rb") as f:
+                    root = torch.load(f, map_location=None, pickle_module=shim, **kwargs)
     finally:
         torch.serialization.pickle = saved
     if recorder.restored and not recorder.by_cdata:
@@ -214,6 +270,14 @@ def load(path, map_location="cpu"):
         if recorded is not None and recorded[1] != location:
             raise RuntimeError(f"{path}: location disagreement {recorded} vs {location}")
     return fmt, root, recorder
+
+
+class _WithConstants:
+    """A TorchScript archive's objects: data.pkl's root, then constants.pkl's tuple as
+    `constants.<index>` (walk() treats this specially)."""
+
+    def __init__(self, root, constants):
+        self.root, self.constants = root, constants
 
 
 # --- naming --------------------------------------------------------------------------------
@@ -237,12 +301,25 @@ def walk(obj, name="", on_path=None):
     """Yields (name, tensor) in the order described in the module docstring."""
     if on_path is None:
         on_path = set()
+    if isinstance(obj, _WithConstants):
+        yield from walk(obj.root, name, on_path)
+        yield from walk(obj.constants, "constants", on_path)
+        return
     if isinstance(obj, torch.Tensor):
+        if _is_jagged(obj):
+            yield _join(name, "values"), obj._values
+            yield _join(name, "offsets"), obj._offsets
+            if obj._lengths is not None:
+                yield _join(name, "lengths"), obj._lengths
+            return
         yield name, obj
         return
-    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
-        return
+    # Before the leaves: numpy.float64 is a float, numpy.bool_ is not.
     if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)):
+        if numpy_dtype_name(obj.dtype) is not None:
+            yield name, obj
+        return
+    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
         return
     if id(obj) in on_path:
         return
@@ -314,8 +391,69 @@ for _layout, _parts in ((getattr(torch, "sparse_bsr", None), "csr"),
         _SPARSE_PARTS[_layout] = _SPARSE_PARTS[getattr(torch, "sparse_" + _parts)]
 
 
+_NUMPY_DTYPES = {("b", 1): "bool", ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32",
+                 ("i", 8): "int64", ("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32",
+                 ("u", 8): "uint64", ("f", 2): "float16", ("f", 4): "float32",
+                 ("f", 8): "float64", ("c", 8): "complex64", ("c", 16): "complex128"}
+
+
+def numpy_dtype_name(dtype):
+    """torch's name for a numpy dtype, or None when torch has no such dtype."""
+    if dtype.fields is not None or dtype.subdtype is not None:
+        return None
+    return _NUMPY_DTYPES.get((dtype.kind, dtype.itemsize))
+
+
+def describe_numpy(name, value, checksum=True):
+    a = numpy.asarray(value)  # a scalar becomes a 0-dim array
+    entry = {
+        "name": name,
+        "dtype": numpy_dtype_name(a.dtype),
+        "shape": list(a.shape),
+        "stride": [s // a.itemsize for s in a.strides],
+        "storage_offset": 0,
+        "storage": None,
+        "location": "cpu",
+        "nbytes": a.nbytes,
+        "source": "numpy",
+    }
+    if checksum:
+        entry["xxh3"] = xxh3_hex(a.astype(a.dtype.newbyteorder("<")).tobytes(order="C"))
+    return [entry]
+
+
+def _is_jagged(t):
+    return getattr(t, "layout", None) == getattr(torch, "jagged", object()) and hasattr(t, "_values")
+
+
+def _storage_less_wrapper(t):
+    """Whether t is a wrapper subclass without storage (_make_wrapper_subclass)."""
+    if type(t) in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta":
+        return False
+    try:
+        return t.untyped_storage().data_ptr() == 0 and t.data_ptr() == 0
+    except (RuntimeError, NotImplementedError):
+        return True
+
+
 def describe(name, t, recorder, checksum=True):
-    """The schema's entries for one tensor (a list: sparse tensors add their parts)."""
+    """The schema's entries for one tensor (a list: sparse and nested tensors add their parts)."""
+    if numpy is not None and isinstance(t, (numpy.ndarray, numpy.generic)):
+        return describe_numpy(name, t, checksum)
+    if getattr(t, "is_nested", False):
+        components = t.unbind()
+        entries = [{"name": name, "dtype": dtype_name(t.dtype), "shape": [len(components)],
+                    "layout": "nested"}]
+        for i, c in enumerate(components):
+            entries += describe(_join(name, str(i)), c, recorder, checksum)
+        return entries
+    if _storage_less_wrapper(t):
+        cls = type(t)
+        return [{"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                 "stride": list(t.stride()), "storage_offset": t.storage_offset(),
+                 "storage": None, "location": str(t.device),
+                 "nbytes": t.numel() * t.element_size(),
+                 "subclass": f"{cls.__module__}.{cls.__qualname__}"}]
     if t.layout != torch.strided:
         entries = [{"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}]
         for part, get in _SPARSE_PARTS.get(t.layout, ()):

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,13 @@ enum class Format : std::uint8_t {
 /// "zip", "legacy", "torchscript".
 [[nodiscard]] PTHLOAD_API std::string_view format_name(Format format) noexcept;
 
+/// A value that looks like a tensor but is left opaque, and why: a numpy object array, a numpy
+/// dtype torch has no dtype for. It is not in Checkpoint::tensors().
+struct OpaqueValue {
+  std::string name;    ///< its path from the root, named as tensors are
+  std::string reason;  ///< for people: "numpy object array (dtype 'O'): ..."
+};
+
 /// A checkpoint read from a file. Owns the file mapping and the storages; tensors share their
 /// storage, so they may outlive the Checkpoint. Move-only.
 class PTHLOAD_API Checkpoint {
@@ -42,6 +50,8 @@ class PTHLOAD_API Checkpoint {
   [[nodiscard]] std::span<const NamedTensor> tensors() const noexcept;
   /// The tensor named `name`; throws FormatError(kTorchNameNotFound).
   [[nodiscard]] const Tensor& tensor(std::string_view name) const;
+  /// The tensor-like values left opaque, with the reason, in the pickle's order.
+  [[nodiscard]] std::span<const OpaqueValue> opaque_values() const noexcept;
   /// Every storage, in the order the pickle first refers to them.
   [[nodiscard]] std::span<const std::shared_ptr<Storage>> storages() const noexcept;
 

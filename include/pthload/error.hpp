@@ -82,6 +82,8 @@ enum class Errc : int {
   kTorchLimitExceeded = 413,
   kTorchBadQuantizerParams = 414,
   kTorchTensorWithoutData = 415,
+  kTorchBadNumpyArray = 416,
+  kTorchBadNestedTensor = 417,
 
   // 5xx: placing storages on devices.
   kDeviceBadString = 500,

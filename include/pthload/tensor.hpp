@@ -20,21 +20,25 @@ namespace detail {
 struct StorageState;
 }
 
-/// How a tensor's elements are laid out: dense (strided) or one of torch's sparse layouts, whose
-/// data lives in part tensors (Tensor::sparse_parts()).
+/// How a tensor's elements are laid out: dense (strided), one of torch's sparse layouts, whose
+/// data lives in part tensors (Tensor::sparse_parts()), or nested (torch.nested.nested_tensor,
+/// _rebuild_nested_tensor), whose parts are its components.
 enum class Layout : std::uint8_t {
   kStrided,
   kSparseCoo,
   kSparseCsr,
   kSparseCsc,
   kSparseBsr,
-  kSparseBsc
+  kSparseBsc,
+  kNested
 };
-/// torch's name without `torch.`: "strided", "sparse_coo", "sparse_csr", ... The view is static.
+/// torch's name without `torch.`: "strided", "sparse_coo", "sparse_csr", ...; "nested" for
+/// kNested (torch itself reports such a tensor's layout as strided). The view is static.
 [[nodiscard]] PTHLOAD_API std::string_view layout_name(Layout layout) noexcept;
 /// The names of a sparse layout's parts, in torch's order (as tools/torch_dump.py names them):
 /// COO {"indices", "values"}; CSR and BSR {"crow_indices", "col_indices", "values"}; CSC and
-/// BSC {"ccol_indices", "row_indices", "values"}; none for kStrided. The views are static.
+/// BSC {"ccol_indices", "row_indices", "values"}; none for kStrided and kNested (whose parts are
+/// named by their index). The views are static.
 [[nodiscard]] PTHLOAD_API std::span<const std::string_view> sparse_part_names(
     Layout layout) noexcept;
 
@@ -48,6 +52,18 @@ enum class QScheme : std::uint8_t {
 [[nodiscard]] PTHLOAD_API std::string_view qscheme_name(QScheme scheme) noexcept;
 
 struct Quantization;
+
+/// A `__torch_dispatch__` wrapper subclass without storage (torch._utils._rebuild_wrapper_subclass,
+/// as FakeTensor- or DTensor-like classes pickle themselves): its class and its device.
+struct WrapperSubclass {
+  /// The subclass, "module.QualName" as the pickle names it.
+  std::string subclass;
+  /// The device string saved in the file ("cpu", "cuda:0", "xla:0").
+  std::string location;
+  /// Where map_location sent it, set by load(); after open(), the saved device when pthload
+  /// has a type for it, else nullopt.
+  std::optional<Device> device;
+};
 
 /// One storage of a checkpoint: a run of bytes that tensors view. Shared: every tensor that
 /// views it holds it, so it lives as long as the last of them (or the Checkpoint). Created by
@@ -73,6 +89,9 @@ class PTHLOAD_API Storage {
   [[nodiscard]] Device device() const noexcept;
   /// Whether the bytes are a zero-copy view of the mapped file (CPU only).
   [[nodiscard]] bool is_file_view() const noexcept;
+  /// Whether the bytes are held by the pickle itself — a numpy array's data, not a storage
+  /// record — so key() is a name pthload made up ("<numpy 0>"), not a key in the file.
+  [[nodiscard]] bool is_in_pickle() const noexcept;
   /// The bytes, when placed on the CPU; valid while this Storage lives. Throws
   /// DeviceError(kDeviceNotOnCpu) otherwise.
   [[nodiscard]] std::span<const std::byte> bytes() const;
@@ -95,8 +114,9 @@ class PTHLOAD_API Tensor {
   Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::span<const std::int64_t> sizes,
          std::span<const std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
   /// A tensor without a storage: on the meta device (`layout` kStrided; torch's
-  /// _rebuild_meta_tensor_no_storage), or a sparse tensor whose data are its `parts` (in
-  /// sparse_part_names(layout) order). Its data() and checksum throw.
+  /// _rebuild_meta_tensor_no_storage), a sparse tensor whose data are its `parts` (in
+  /// sparse_part_names(layout) order), or a nested tensor (kNested: `sizes` is {number of
+  /// components}, `parts` the components). Its data() and checksum throw.
   Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
          std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts = {});
 
@@ -123,11 +143,26 @@ class PTHLOAD_API Tensor {
   [[nodiscard]] const std::shared_ptr<const Storage>& shared_storage() const noexcept {
     return storage_;
   }
-  /// The storage's device; Device::meta() for a meta tensor; a sparse tensor's values' device.
+  /// The storage's device; Device::meta() for a meta tensor; a sparse tensor's values' device; a
+  /// nested tensor's components' device; a wrapper subclass's device (meta when it has none
+  /// pthload knows).
   [[nodiscard]] Device device() const noexcept;
   [[nodiscard]] Layout layout() const noexcept { return layout_; }
-  /// A sparse tensor's parts, named by sparse_part_names(layout()); empty for other tensors.
+  /// A sparse tensor's parts, named by sparse_part_names(layout()); a nested tensor's components
+  /// (strided views of one storage), in order; empty for other tensors.
   [[nodiscard]] std::span<const Tensor> sparse_parts() const noexcept { return sparse_parts_; }
+  /// A wrapper subclass's class and device; nullptr for other tensors. Valid while this Tensor
+  /// (or a copy) lives.
+  [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept {
+    return wrapper_subclass_.get();
+  }
+  /// For the torch and device layers: marks a storage-less tensor as a wrapper subclass (and
+  /// gives it its storage_offset, which a wrapper keeps without a storage).
+  void set_wrapper_subclass(std::shared_ptr<const WrapperSubclass> wrapper,
+                            std::int64_t storage_offset) noexcept {
+    wrapper_subclass_ = std::move(wrapper);
+    storage_offset_ = storage_offset;
+  }
   /// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2...) maps its integers to
   /// reals; nullptr for other tensors. Valid while this Tensor (or a copy) lives.
   [[nodiscard]] const Quantization* quantization() const noexcept { return quantization_.get(); }
@@ -158,6 +193,7 @@ class PTHLOAD_API Tensor {
   Layout layout_ = Layout::kStrided;
   std::vector<Tensor> sparse_parts_;
   std::shared_ptr<const Quantization> quantization_;
+  std::shared_ptr<const WrapperSubclass> wrapper_subclass_;
 };
 
 /// The parameters of a quantized tensor (torch/_utils.py _rebuild_qtensor): real value =

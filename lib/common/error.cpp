@@ -95,6 +95,8 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(TorchLimitExceeded)
     PTHLOAD_ERRC_NAME(TorchBadQuantizerParams)
     PTHLOAD_ERRC_NAME(TorchTensorWithoutData)
+    PTHLOAD_ERRC_NAME(TorchBadNumpyArray)
+    PTHLOAD_ERRC_NAME(TorchBadNestedTensor)
     PTHLOAD_ERRC_NAME(DeviceBadString)
     PTHLOAD_ERRC_NAME(DeviceUnsupportedType)
     PTHLOAD_ERRC_NAME(DeviceCudaUnavailable)

@@ -21,6 +21,7 @@ struct Resolved {
 };
 
 Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
+  if (!storage.follows_map_location) return {Device::cpu(), false};
   if (options.map_location) {
     const StorageInfo info{.key = storage.key,
                            .location = storage.location,
@@ -36,6 +37,39 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
         e.code(), fmt::format("storage '{}' is tagged '{}', which pthload cannot place: {}; pass "
                               "map_location \"cpu\" to load it onto the CPU",
                               storage.key, storage.location, e.message()));
+  }
+}
+
+// A wrapper subclass has no storage, but its device goes through map_location as torch's
+// _get_restore_location sends it (FORMAT.md §7): a dict renames it, a device replaces it, and a
+// callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
+// bytes.
+void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOptions& options) {
+  for (auto& [name, tensor] : checkpoint.tensors) {
+    const WrapperSubclass* wrapper = tensor.wrapper_subclass();
+    if (wrapper == nullptr) continue;
+    std::optional<Device> device;
+    if (options.map_location) {
+      const StorageInfo info{.key = "",
+                             .location = wrapper->location,
+                             .dtype = tensor.dtype(),
+                             .numel = tensor.numel(),
+                             .nbytes = 0};
+      device = options.map_location(info, wrapper->location);
+    }
+    if (!device) {
+      try {
+        device = default_device_for(wrapper->location);
+      } catch (Error& e) {
+        throw UnsupportedError(
+            e.code(), fmt::format("tensor '{}' ({}) is on '{}', which pthload cannot place: {}; "
+                                  "pass map_location \"cpu\" to load it onto the CPU",
+                                  name, wrapper->subclass, wrapper->location, e.message()));
+      }
+    }
+    auto placed = std::make_shared<WrapperSubclass>(*wrapper);
+    placed->device = device;
+    tensor.set_wrapper_subclass(std::move(placed), tensor.storage_offset());
   }
 }
 
@@ -81,6 +115,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
       device::check_device_exists(storage_state, device, from_map_location, cuda_devices);
       plan.emplace_back(&storage_state, device);
     }
+    resolve_wrapper_devices(state, options);
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const auto& a, const auto& b) {

@@ -89,11 +89,12 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
     const auto bytes = pickle_bytes.bytes();
     state.pickle = machine.run(bytes);
     state.pickle_bytes.emplace(std::move(pickle_bytes));
-    torch::TensorBuilder builder(state, prefix + "data/");
+    torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
     // more bytes than naming them did.
     state.tensors.reserve(state.archive->entries().size());
-    torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors);
+    torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors,
+                                 state.opaque_values);
   } catch (Error& e) {
     if (e.context().record.empty()) e.context().record = data_pickle->name;
     throw;
@@ -111,8 +112,9 @@ void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
       [&](const pickle::Value& id, pickle::ValueArena&) { return storages.on_persistent_id(id); });
   storages.assign_data(stream);
   state.pickle = std::move(stream.main());
-  torch::TensorBuilder builder(state, storages);
-  torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors);
+  torch::TensorBuilder builder(state, storages, options.limits);
+  torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors,
+                               state.opaque_values);
 }
 
 }  // namespace
@@ -140,6 +142,9 @@ Format Checkpoint::format() const noexcept {
 }
 std::span<const NamedTensor> Checkpoint::tensors() const noexcept {
   return state_->tensors;
+}
+std::span<const OpaqueValue> Checkpoint::opaque_values() const noexcept {
+  return state_->opaque_values;
 }
 std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
   return state_->storages;

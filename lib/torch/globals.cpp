@@ -28,6 +28,12 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     if (name == "_rebuild_sparse_csr_tensor") return KnownGlobal::kRebuildSparseCsr;
     if (name == "_rebuild_meta_tensor_no_storage") return KnownGlobal::kRebuildMeta;
     if (name == "_rebuild_device_tensor_from_cpu_tensor") return KnownGlobal::kRebuildDeviceFromCpu;
+    if (name == "_rebuild_device_tensor_from_numpy" || name == "_rebuild_xla_tensor" ||
+        name == "_rebuild_mlc_tensor") {
+      return KnownGlobal::kRebuildDeviceFromNumpy;
+    }
+    if (name == "_rebuild_wrapper_subclass") return KnownGlobal::kRebuildWrapperSubclass;
+    if (name == "_rebuild_nested_tensor") return KnownGlobal::kRebuildNested;
     if (name.starts_with("_rebuild_")) return KnownGlobal::kOtherRebuild;
     return KnownGlobal::kOther;
   }
@@ -36,6 +42,9 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     return KnownGlobal::kRebuildFromType;
   }
   if (module == "torch.nn.parameter" && name == "Parameter") return KnownGlobal::kParameter;
+  if (module == "torch.nested._internal.nested_tensor" && name == "_rebuild_njt") {
+    return KnownGlobal::kRebuildJagged;
+  }
   if (module == "collections" &&
       (name == "OrderedDict" || name == "defaultdict" || name == "Counter")) {
     return KnownGlobal::kDictLike;
@@ -51,6 +60,15 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     return KnownGlobal::kJitListBuilder;
   }
   if (module == "torch" && dtype_from_name(name)) return KnownGlobal::kDtype;
+  // numpy 2 renamed numpy.core to numpy._core (FORMAT.md §3, numpy bullet).
+  if (module == "numpy.core.multiarray" || module == "numpy._core.multiarray") {
+    if (name == "_reconstruct") return KnownGlobal::kNumpyReconstruct;
+    if (name == "scalar") return KnownGlobal::kNumpyScalar;
+  }
+  if ((module == "numpy" && name == "dtype") ||
+      (module == "numpy.dtypes" && name.ends_with("DType"))) {
+    return KnownGlobal::kNumpyDtype;
+  }
   return KnownGlobal::kOther;
 }
 

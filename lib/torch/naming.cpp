@@ -53,8 +53,9 @@ struct Frame {
 
 class Walker {
  public:
-  Walker(TensorBuilder& builder, const Limits& limits, std::vector<NamedTensor>& out)
-      : builder_(builder), limits_(limits), out_(out) {}
+  Walker(TensorBuilder& builder, const Limits& limits, std::vector<NamedTensor>& out,
+         std::vector<OpaqueValue>& opaque)
+      : builder_(builder), limits_(limits), out_(out), opaque_(opaque) {}
 
   void run(const Value& root) {
     stack_.push_back({&root, nullptr, std::string(), 0});
@@ -81,13 +82,22 @@ class Walker {
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
       const auto parts = tensor->sparse_parts();
       const auto part_names = sparse_part_names(tensor->layout());
-      for (std::size_t i = 0; i < parts.size() && i < part_names.size(); ++i) {
-        parts_.push_back({join(name, part_names[i]), parts[i]});
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        // A nested tensor's components are named by their index: `<name>.0`, `<name>.1`...
+        if (tensor->layout() == Layout::kNested) {
+          parts_.push_back({join(name, std::to_string(i)), parts[i]});
+        } else if (i < part_names.size()) {
+          parts_.push_back({join(name, part_names[i]), parts[i]});
+        }
       }
       out_.push_back({std::move(name), std::move(*tensor)});
       for (auto& part : parts_)
         out_.push_back(std::move(part));
       parts_.clear();
+      return;
+    }
+    if (auto reason = builder_.take_opaque_reason()) {
+      opaque_.push_back({std::move(name), std::move(*reason)});
       return;
     }
     if (on_path_.contains(&value)) return;  // a cycle
@@ -140,6 +150,10 @@ class Walker {
       add_entries(object.dict_items(), name);
       return;
     }
+    if (kind == KnownGlobal::kRebuildFromType) {
+      add_jagged_parts(object, name);
+      return;
+    }
     if (kind == KnownGlobal::kJitListBuilder) {
       // The list (or tagged value) stands in the call's place, under the call's name.
       if (!object.args().items().empty()) {
@@ -163,9 +177,30 @@ class Walker {
     }
   }
 
+  // _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({'values': ..., 'offsets': ...,
+  // 'lengths': ..., ...},), state): the NJT's tensors, as `<name>.values`, `<name>.offsets` and
+  // `<name>.lengths` (torch/nested/_internal/nested_tensor.py NestedTensor.__reduce_ex__). Its
+  // cached metadata (min/max sequence lengths) is not listed.
+  void add_jagged_parts(const Value& object, const std::string& name) {
+    const auto args = object.args().items();
+    if (args.size() < 3 || classify_global(*args[0]) != KnownGlobal::kRebuildJagged ||
+        !args[2]->is(Kind::kTuple) || args[2]->items().empty() ||
+        !args[2]->items()[0]->is(Kind::kDict)) {
+      return;
+    }
+    for (const auto& [key, item] : args[2]->items()[0]->dict_items()) {
+      if (!key->is(Kind::kString)) continue;
+      const std::string_view field = key->as_string();
+      if (field == "values" || field == "offsets" || field == "lengths") {
+        children_.push_back({item, nullptr, join(name, field), 0});
+      }
+    }
+  }
+
   TensorBuilder& builder_;
   const Limits& limits_;
   std::vector<NamedTensor>& out_;
+  std::vector<OpaqueValue>& opaque_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
   std::vector<NamedTensor> parts_;
@@ -176,8 +211,8 @@ class Walker {
 }  // namespace
 
 void collect_named_tensors(const Value& root, TensorBuilder& builder, const Limits& limits,
-                           std::vector<NamedTensor>& out) {
-  Walker(builder, limits, out).run(root);
+                           std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque) {
+  Walker(builder, limits, out, opaque).run(root);
 }
 
 }  // namespace pthload::torch

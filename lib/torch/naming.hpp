@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pickle/value.hpp"
+#include "pthload/checkpoint.hpp"
 #include "pthload/options.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/tensor_builder.hpp"
@@ -16,8 +17,9 @@ namespace pthload::torch {
 /// `_modules.0._parameters.weight`. A tensor reachable by several paths is listed once per path;
 /// a cycle is not followed. Iterative; bounded by limits.max_pickle_nesting in depth and by
 /// limits.max_pickle_values in steps (a DAG of shared nodes can have exponentially many paths).
-/// Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
+/// Tensor-like values the builder leaves opaque go to `opaque` with its reason. Throws what
+/// TensorBuilder throws, and FormatError(kTorchLimitExceeded).
 void collect_named_tensors(const pickle::Value& root, TensorBuilder& builder, const Limits& limits,
-                           std::vector<NamedTensor>& out);
+                           std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque);
 
 }  // namespace pthload::torch

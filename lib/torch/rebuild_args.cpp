@@ -118,6 +118,38 @@ Dtype dtype_argument(const Value& value, const Value& function) {
   return *dtype;
 }
 
+std::string device_argument(const Value& value, const Value& function) {
+  if (value.is(Kind::kString)) return std::string(value.as_string());
+  if (value.is(Kind::kCall) && value.callable().is(Kind::kGlobal) &&
+      value.callable().is_global("torch", "device")) {
+    const auto args = value.args().items();
+    if (args.size() == 1 && args[0]->is(Kind::kString)) return std::string(args[0]->as_string());
+    if (args.size() == 2 && args[0]->is(Kind::kString) && args[1]->is(Kind::kInt)) {
+      return fmt::format("{}:{}", args[0]->as_string(), args[1]->as_int());
+    }
+    bad_arguments(function, "device is torch.device called with neither (type) nor (type, index)");
+  }
+  bad_arguments(function, fmt::format("device is a {}, neither a string nor a torch.device",
+                                      pickle::kind_name(value.kind())));
+}
+
+std::string_view layout_name_argument(const Value& value, const Value& function) {
+  std::optional<std::string_view> name;
+  if (value.is(Kind::kCall) && classify_global(value.callable()) == KnownGlobal::kGetLayout &&
+      value.args().items().size() == 1 && value.args().items()[0]->is(Kind::kString)) {
+    name = value.args().items()[0]->as_string();
+  } else if (value.is(Kind::kGlobal) && value.module() == "torch") {
+    name = value.name();
+  }
+  if (!name) {
+    bad_arguments(function, fmt::format("layout is a {}, not torch.serialization._get_layout(name) "
+                                        "or a torch.<layout> global",
+                                        pickle::kind_name(value.kind())));
+  }
+  if (name->starts_with("torch.")) name->remove_prefix(6);
+  return *name;
+}
+
 void check_in_bounds(const Value& function, const Storage& storage, Dtype dtype,
                      std::int64_t offset, std::span<const std::int64_t> sizes,
                      std::span<const std::int64_t> strides,

@@ -48,6 +48,18 @@ void int_tuple(const pickle::Value& value, const pickle::Value& function, std::s
 /// The dtype a `torch.<dtype>` global argument names; throws FormatError(kTorchUnknownDtype).
 [[nodiscard]] Dtype dtype_argument(const pickle::Value& value, const pickle::Value& function);
 
+/// The device string of a rebuild's `device` argument: a string ('xla:0'), or torch.device(type
+/// [, index]) / torch.device('type:index') as torch pickles a device. Throws
+/// FormatError(kTorchBadRebuildArguments) for anything else.
+[[nodiscard]] std::string device_argument(const pickle::Value& value,
+                                          const pickle::Value& function);
+
+/// The name of a layout argument without `torch.` ("strided", "sparse_coo"): torch >= 2.0 pickles
+/// a layout as torch.serialization._get_layout('torch.strided'), 1.x as the global torch.strided.
+/// Throws FormatError(kTorchBadRebuildArguments) for anything else.
+[[nodiscard]] std::string_view layout_name_argument(const pickle::Value& value,
+                                                    const pickle::Value& function);
+
 /// Throws FormatError(kTorchTensorOutOfBounds) unless a `dtype` tensor of `sizes` and `strides`
 /// at `offset` lies inside `storage` — or inside its first `limit_bytes` when given (a legacy
 /// storage view): a hostile file must not make a tensor read past its bytes.

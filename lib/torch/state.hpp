@@ -57,6 +57,11 @@ struct StorageState {
   std::optional<FileRange> file_range;
   /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
   std::size_t swap_unit = 1;
+  /// The bytes are held by the pickle itself (a numpy array's data), not by a storage record.
+  bool in_pickle = false;
+  /// Whether map_location decides the device. Not for a numpy array: torch.load leaves numpy
+  /// arrays on the CPU whatever map_location says.
+  bool follows_map_location = true;
 
   Device device = Device::cpu();
   std::variant<std::monostate, FileView, common::AlignedBuffer, std::unique_ptr<DeviceMemory>,
@@ -86,6 +91,7 @@ struct CheckpointState {
   pickle::Result pickle;
   std::vector<std::shared_ptr<Storage>> storages;
   std::vector<NamedTensor> tensors;
+  std::vector<OpaqueValue> opaque_values;
 };
 
 }  // namespace pthload::detail

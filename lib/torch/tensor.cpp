@@ -36,6 +36,9 @@ Device Storage::device() const noexcept {
 bool Storage::is_file_view() const noexcept {
   return std::holds_alternative<detail::FileView>(state_->placement);
 }
+bool Storage::is_in_pickle() const noexcept {
+  return state_->in_pickle;
+}
 
 std::span<const std::byte> Storage::bytes() const {
   const bool on_cpu = std::holds_alternative<detail::FileView>(state_->placement) ||
@@ -84,7 +87,9 @@ Tensor::Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
 
 Device Tensor::device() const noexcept {
   if (storage_) return storage_->device();
-  // A sparse tensor is where its values are (the last part); a storage-less dense one is meta.
+  if (wrapper_subclass_) return wrapper_subclass_->device.value_or(Device::meta());
+  // A sparse tensor is where its values are (the last part), a nested one where its components
+  // are; a storage-less dense one is meta.
   if (!sparse_parts_.empty()) return sparse_parts_.back().device();
   return Device::meta();
 }
@@ -103,6 +108,8 @@ std::string_view layout_name(Layout layout) noexcept {
       return "sparse_bsr";
     case Layout::kSparseBsc:
       return "sparse_bsc";
+    case Layout::kNested:
+      return "nested";
   }
   return "unknown";
 }
@@ -121,6 +128,7 @@ std::span<const std::string_view> sparse_part_names(Layout layout) noexcept {
     case Layout::kSparseBsc:
       return kColumnCompressed;
     case Layout::kStrided:
+    case Layout::kNested:
       break;
   }
   return {};
@@ -169,8 +177,9 @@ const std::byte* Tensor::data() const {
     throw UnsupportedError(
         Errc::kTorchTensorWithoutData,
         fmt::format("a {} tensor has no data of its own{}", layout_name(layout_),
-                    layout_ == Layout::kStrided ? " (it is on the meta device)"
-                                                : ": its parts (sparse_parts()) hold it"));
+                    wrapper_subclass_             ? " (a wrapper subclass keeps no storage)"
+                    : layout_ == Layout::kStrided ? " (it is on the meta device)"
+                                                  : ": its parts (sparse_parts()) hold it"));
   }
   return storage_->bytes().data() +
          static_cast<std::size_t>(storage_offset_) * element_size(dtype_);

@@ -30,19 +30,22 @@ std::string text_of(const Value& value) {
 
 }  // namespace
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix)
-    : checkpoint_(checkpoint), data_prefix_(std::move(data_prefix)) {
+TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix,
+                             const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), data_prefix_(std::move(data_prefix)) {
   // A checkpoint has about one storage per record and a few tensors per storage.
   const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
   storage_by_record_.resize(records);
   checkpoint_.storages.reserve(records);
 }
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy)
-    : checkpoint_(checkpoint), legacy_(&legacy) {}
+TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy,
+                             const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), legacy_(&legacy) {}
 
 std::optional<Tensor> TensorBuilder::tensor_of(const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
+  if (is_numpy_value(value)) return numpy_tensor(value);
   return rebuild(value.callable(), value.args());
 }
 
@@ -75,6 +78,9 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
       const Value& inner_callable = argument(args, 0, function);
       const Value& inner_args = argument(args, 2, function);
       if (!inner_args.is(Kind::kTuple)) bad_arguments(function, "its args are not a tuple");
+      // A jagged nested tensor (NJT) is a Python subclass over its values and offsets tensors:
+      // no tensor of its own; the naming walk lists those parts (`<name>.values`...).
+      if (classify_global(inner_callable) == KnownGlobal::kRebuildJagged) return std::nullopt;
       auto tensor = rebuild(inner_callable, inner_args);
       if (!tensor)
         bad_arguments(function, fmt::format("{} made no tensor", global_name(inner_callable)));
@@ -89,14 +95,17 @@ std::optional<Tensor> TensorBuilder::rebuild(const Value& function, const Value&
       return rebuild_meta(function, args);
     case KnownGlobal::kRebuildDeviceFromCpu:
       return rebuild_device_from_cpu(function, args);
+    case KnownGlobal::kRebuildDeviceFromNumpy:
+      return rebuild_device_from_numpy(function, args);
+    case KnownGlobal::kRebuildWrapperSubclass:
+      return rebuild_wrapper_subclass(function, args);
+    case KnownGlobal::kRebuildNested:
+      return rebuild_nested(function, args);
     case KnownGlobal::kOtherRebuild:
-      // _rebuild_nested_tensor, _rebuild_wrapper_subclass, _rebuild_device_tensor_from_numpy,
-      // _rebuild_xla_tensor, _rebuild_mlc_tensor and whatever torch adds next.
+      // Whatever torch adds next: a rebuild that is not understood must not silently drop a
+      // tensor.
       throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
-                             fmt::format("{} is not supported yet (nested tensors, wrapper "
-                                         "subclasses and numpy-backed device tensors come in a "
-                                         "later release)",
-                                         global_name(function)));
+                             fmt::format("{} is not supported", global_name(function)));
     default:
       return std::nullopt;
   }
@@ -145,7 +154,10 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
 StorageRef TensorBuilder::storage_of(const Value& persistent) {
   if (is_load_from_bytes(persistent)) {
     auto& nested = nested_storages_[load_from_bytes_key(persistent)];
-    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, Limits{});
+    // The caller's limits: a nested stream is no licence to exceed them. Its values are counted
+    // per pickle, as every pickle of a stream is; its bytes are part of the outer pickle's, so
+    // the streams together cannot make more values than the file has bytes.
+    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, limits_);
     return nested;
   }
   if (!persistent.is(Kind::kPersistent)) {

@@ -21,9 +21,14 @@ void read_torchscript_constants(detail::CheckpointState& checkpoint,
     pickle::Machine machine(options.limits);
     const pickle::Result constants = machine.run(bytes.bytes());
     // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
-    TensorBuilder builder(checkpoint, prefix + "constants/");
+    TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
     std::vector<NamedTensor> tensors;
-    collect_named_tensors(*constants.root, builder, options.limits, tensors);
+    std::vector<OpaqueValue> opaque;
+    collect_named_tensors(*constants.root, builder, options.limits, tensors, opaque);
+    for (auto& value : opaque) {
+      value.name = value.name.empty() ? "constants" : "constants." + value.name;
+      checkpoint.opaque_values.push_back(std::move(value));
+    }
     // The root is a tuple: "0", "1"... become "constants.0", "constants.1".
     for (auto& named : tensors) {
       named.name = named.name.empty() ? "constants" : "constants." + named.name;

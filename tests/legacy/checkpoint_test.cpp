@@ -254,3 +254,25 @@ TEST_CASE("legacy: torch.storage._load_from_bytes reads the nested stream") {
   CHECK(open_code(stream(load_from_bytes_pickle(false, lb::magic(false)), {}, "")) ==
         Errc::kLegacyBadMagic);
 }
+
+TEST_CASE("legacy: the caller's limits bound a _load_from_bytes stream too") {
+  // The nested stream's main pickle makes 200 values; the outer pickle far fewer.
+  PickleWriter many;
+  many.mark();
+  for (int i = 0; i < 200; ++i)
+    many.integer(1'000'000 + i);  // beyond the shared small ints
+  const auto inner = stream(many.tuple().stop().bytes(), {}, "");
+  const auto file = file_of(stream(load_from_bytes_pickle(false, inner), {}, ""));
+  // With room for it, the stream is read and found to hold no storage.
+  CHECK(error_code_of([&] { (void)pthload::open(file.path()); }) ==
+        Errc::kTorchBadRebuildArguments);
+  pthload::LoadOptions tight;
+  tight.limits.max_pickle_values = 100;
+  try {
+    (void)pthload::open(file.path(), tight);
+    FAIL("the nested stream's 200 values passed a limit of 100");
+  } catch (const pthload::Error& e) {
+    CHECK(e.code() == Errc::kPickleLimitExceeded);
+    CHECK(e.context().record == "<torch.storage._load_from_bytes>");
+  }
+}

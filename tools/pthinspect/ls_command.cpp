@@ -22,6 +22,13 @@ struct LsArgs {
   bool checksum = false;
 };
 
+// The saved tag: a storage's, a wrapper subclass's device, "meta" for a meta tensor.
+std::string_view location_of(const pthload::Tensor& t) {
+  if (t.has_storage()) return t.storage().location();
+  if (const pthload::WrapperSubclass* wrapper = t.wrapper_subclass()) return wrapper->location;
+  return t.layout() == pthload::Layout::kStrided ? "meta" : "-";
+}
+
 nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
   const pthload::Tensor& t = named.tensor;
   const auto shape = std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end());
@@ -38,11 +45,17 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
       {"shape", shape},
       {"stride", std::vector<std::int64_t>(t.strides().begin(), t.strides().end())},
       {"storage_offset", t.storage_offset()},
-      // A meta tensor has no storage: torch_dump.py says null and "meta" too.
-      {"storage", t.has_storage() ? nlohmann::json(t.storage().key()) : nlohmann::json()},
-      {"location", t.has_storage() ? t.storage().location() : std::string_view("meta")},
+      // A meta tensor has no storage, a numpy array's bytes no key in the file: torch_dump.py
+      // says null too.
+      {"storage", t.has_storage() && !t.storage().is_in_pickle() ? nlohmann::json(t.storage().key())
+                                                                 : nlohmann::json()},
+      {"location", location_of(t)},
       {"nbytes", t.nbytes()},
   };
+  if (t.has_storage() && t.storage().is_in_pickle()) entry["source"] = "numpy";
+  if (const pthload::WrapperSubclass* wrapper = t.wrapper_subclass()) {
+    entry["subclass"] = wrapper->subclass;
+  }
   if (const pthload::Quantization* q = t.quantization()) {
     entry["qscheme"] = pthload::qscheme_name(q->scheme);
     if (q->scheme == pthload::QScheme::kPerTensorAffine) {
@@ -56,11 +69,6 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
   return entry;
 }
 
-std::string_view location_of(const pthload::Tensor& t) {
-  if (t.has_storage()) return t.storage().location();
-  return t.layout() == pthload::Layout::kStrided ? "meta" : "-";
-}
-
 int run_ls(const LsArgs& args) {
   // Checksums need the bytes: a zero-copy CPU load maps them, whatever the tags say; a plain
   // listing reads only the structure.
@@ -71,8 +79,14 @@ int run_ls(const LsArgs& args) {
     auto tensors = nlohmann::json::array();
     for (const auto& named : checkpoint.tensors())
       tensors.push_back(tensor_json(named, args.checksum));
-    const nlohmann::json out{{"format", pthload::format_name(checkpoint.format())},
-                             {"tensors", std::move(tensors)}};
+    nlohmann::json out{{"format", pthload::format_name(checkpoint.format())},
+                       {"tensors", std::move(tensors)}};
+    if (!checkpoint.opaque_values().empty()) {
+      auto opaque = nlohmann::json::array();
+      for (const auto& value : checkpoint.opaque_values())
+        opaque.push_back({{"name", value.name}, {"reason", value.reason}});
+      out["opaque"] = std::move(opaque);
+    }
     std::cout << out.dump(1) << '\n';
     return 0;
   }
@@ -89,6 +103,10 @@ int run_ls(const LsArgs& args) {
         name_width, pthload::dtype_name(t.dtype()), fmt::format("[{}]", fmt::join(t.sizes(), ", ")),
         location_of(t), human_bytes(t.has_storage() ? t.nbytes() : 0));
     if (t.has_storage()) tensor_bytes += t.nbytes();
+  }
+  for (const auto& value : checkpoint.opaque_values()) {
+    std::cout << fmt::format("{:<{}}  not a tensor: {}\n",
+                             value.name.empty() ? "(root)" : value.name, name_width, value.reason);
   }
   std::uint64_t storage_bytes = 0;
   for (const auto& storage : checkpoint.storages())

@@ -1,0 +1,56 @@
+// numpy arrays and scalars as a pickle spells them: numpy.core.multiarray._reconstruct(ndarray,
+// (0,), b'b') + BUILD (version, shape, dtype, is_fortran, raw bytes), scalar(dtype, raw bytes),
+// dtype('f8', False, True) + BUILD (3, byte order, ...) (numpy/core/_methods.py,
+// numpy/core/src/multiarray/methods.c array_setstate, descriptor.c arraydescr_setstate;
+// FORMAT.md §3, the numpy bullet).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pickle/value.hpp"
+#include "pthload/dtype.hpp"
+
+namespace pthload::torch {
+
+/// What a numpy array's pickle says, read without copying its bytes when they are raw bytes.
+struct NumpyArray {
+  Dtype dtype = Dtype::kUInt8;
+  /// The dtype's byte order is '>' (elements need swapping on this little-endian reader).
+  bool big_endian = false;
+  std::vector<std::int64_t> sizes;
+  /// In elements: row-major, or column-major for an is_fortran array (a scalar has none).
+  std::vector<std::int64_t> strides;
+  /// The raw bytes, numel × element size of them: a view of the pickle's input when it held
+  /// them as bytes (protocol 3+ BINBYTES), valid while that input lives ...
+  std::span<const std::byte> raw_view;
+  /// ... or owned, when they came as protocol 2's _codecs.encode(latin1 text).
+  std::optional<std::string> raw_owned;
+  /// The raw bytes, wherever they are; valid while this NumpyArray (and the pickle) lives.
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
+    return raw_owned ? std::as_bytes(std::span(raw_owned->data(), raw_owned->size())) : raw_view;
+  }
+  /// The node that fixes the bytes: arrays sharing it through the memo can share one copy.
+  const pickle::Value* bytes_node = nullptr;
+};
+
+/// A numpy value that is well formed but no tensor: an object array, a string or datetime dtype,
+/// a structured dtype. `reason` says which, for the user.
+struct NumpyOpaque {
+  std::string reason;
+};
+
+/// Whether `value` is a numpy array (_reconstruct call) or a numpy scalar (scalar call).
+[[nodiscard]] bool is_numpy_value(const pickle::Value& value) noexcept;
+
+/// Reads the array or scalar `value` (is_numpy_value). Throws FormatError(kTorchBadNumpyArray)
+/// for a malformed one: a BUILD state of the wrong shape or types, an unknown byte order, raw
+/// bytes that are not exactly numel × element size (numpy refuses those too), sizes whose byte
+/// count overflows.
+[[nodiscard]] std::variant<NumpyArray, NumpyOpaque> read_numpy(const pickle::Value& value);
+
+}  // namespace pthload::torch

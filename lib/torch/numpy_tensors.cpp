@@ -1,0 +1,162 @@
+// Tensors whose bytes the pickle itself holds: numpy arrays and scalars found in the object tree,
+// and torch._utils._rebuild_device_tensor_from_numpy (_rebuild_xla_tensor, _rebuild_mlc_tensor)
+// whose data travels as a numpy array (torch/_utils.py; FORMAT.md §3, §7).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/mapped_file.hpp"
+#include "pthload/error.hpp"
+#include "torch/numpy_arrays.hpp"
+#include "torch/rebuild_args.hpp"
+#include "torch/tensor_builder.hpp"
+
+namespace pthload::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// c10::round_to_nearest_even (c10/util/BFloat16.h), which Tensor.to(torch.bfloat16) uses.
+std::uint16_t bfloat16_of(float value) {
+  if (std::isnan(value)) return 0x7FC0;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  const std::uint32_t rounding_bias = ((bits >> 16) & 1) + 0x7FFF;
+  return static_cast<std::uint16_t>((bits + rounding_bias) >> 16);
+}
+
+// float32 elements (in the array's byte order) → little-endian bfloat16, element by element: the
+// strides stay those of the array, as .to() keeps a dense tensor's strides.
+std::vector<std::byte> float32_to_bfloat16(std::span<const std::byte> bytes, bool big_endian) {
+  std::vector<std::byte> out(bytes.size() / 2);
+  for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, bytes.data() + i, 4);
+    if (big_endian) bits = __builtin_bswap32(bits);
+    float value = 0;
+    std::memcpy(&value, &bits, 4);
+    const std::uint16_t half = bfloat16_of(value);
+    std::memcpy(out.data() + i / 2, &half, 2);
+  }
+  return out;
+}
+
+std::size_t swap_unit_of(Dtype dtype) {
+  const std::size_t size = element_size(dtype);
+  const bool is_complex =
+      dtype == Dtype::kComplex32 || dtype == Dtype::kComplex64 || dtype == Dtype::kComplex128;
+  return is_complex ? size / 2 : size;
+}
+
+}  // namespace
+
+detail::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
+  const auto bytes = array.bytes();
+  if (!array.raw_owned && checkpoint_.file) {
+    // Raw bytes inside a stored data.pkl or a legacy stream lie in the mapped file: a view.
+    const auto file = checkpoint_.file->bytes();
+    if (bytes.data() >= file.data() && bytes.data() + bytes.size() <= file.data() + file.size()) {
+      return {.offset = static_cast<std::uint64_t>(bytes.data() - file.data()),
+              .size = bytes.size()};
+    }
+  }
+  // Text decoded from latin1, or bytes of an inflated pickle that will not outlive open(): a
+  // copy, one per node however many arrays share it through the memo.
+  auto& copy = pickled_copies_[array.bytes_node];
+  if (!copy)
+    copy = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
+  return {.offset = 0, .size = bytes.size(), .file = copy};
+}
+
+std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, detail::FileRange range,
+                                                        bool big_endian, std::string location,
+                                                        bool follows_map_location) {
+  auto state = std::make_unique<detail::StorageState>();
+  state->key = fmt::format("<numpy {}>", pickled_storage_count_++);
+  state->location = std::move(location);
+  state->dtype = dtype;
+  state->nbytes = range.size;
+  state->numel = range.size / element_size(dtype);
+  state->file_range = std::move(range);
+  state->in_pickle = true;
+  state->follows_map_location = follows_map_location;
+  if (big_endian) state->swap_unit = swap_unit_of(dtype);
+  auto storage = std::make_shared<Storage>(std::move(state));
+  checkpoint_.storages.push_back(storage);
+  return storage;
+}
+
+std::optional<Tensor> TensorBuilder::numpy_tensor(const Value& value) {
+  if (const auto found = pickled_tensors_.find(&value); found != pickled_tensors_.end()) {
+    return found->second;
+  }
+  auto read = read_numpy(value);
+  if (auto* opaque = std::get_if<NumpyOpaque>(&read)) {
+    opaque_reason_ = std::move(opaque->reason);
+    return std::nullopt;
+  }
+  const auto& array = std::get<NumpyArray>(read);
+  // torch.load leaves numpy arrays on the CPU: map_location does not move them.
+  auto storage = pickled_storage(array.dtype, pickled_bytes(array), array.big_endian, "cpu",
+                                 /*follows_map_location=*/false);
+  Tensor tensor(std::move(storage), array.dtype, array.sizes, array.strides, 0, false);
+  pickled_tensors_.emplace(&value, tensor);
+  return tensor;
+}
+
+// (data: numpy array, dtype, device, requires_grad): torch.from_numpy(data).to(dtype, device).
+// The tensor's storage holds the array's bytes and is tagged with `device`, so map_location
+// places it like any storage (a callable is asked too, where torch refuses callables); a device
+// pthload cannot place ('xla:0') without one is the usual "pass map_location" error at load().
+Tensor TensorBuilder::rebuild_device_from_numpy(const Value& function, const Value& args) {
+  if (const auto found = pickled_tensors_.find(&args); found != pickled_tensors_.end()) {
+    return found->second;
+  }
+  expect_arity(args, 4, 4, function);
+  const Value& data = *args.items()[0];
+  if (!is_numpy_value(data)) {
+    bad_arguments(function,
+                  fmt::format("its data is a {}, not a numpy array",
+                              global_name(data.is(Kind::kCall) ? data.callable() : data)));
+  }
+  auto read = read_numpy(data);
+  if (auto* opaque = std::get_if<NumpyOpaque>(&read)) {
+    throw UnsupportedError(
+        Errc::kTorchUnsupportedRebuild,
+        fmt::format("{}: its data is a {}", global_name(function), opaque->reason));
+  }
+  const auto& array = std::get<NumpyArray>(read);
+  const Dtype dtype = dtype_argument(*args.items()[1], function);
+  std::string device = device_argument(*args.items()[2], function);
+  const bool requires_grad = bool_argument(*args.items()[3], function, "requires_grad");
+
+  std::shared_ptr<Storage> storage;
+  if (dtype == array.dtype) {
+    storage =
+        pickled_storage(dtype, pickled_bytes(array), array.big_endian, std::move(device), true);
+  } else if (dtype == Dtype::kBFloat16 && array.dtype == Dtype::kFloat32) {
+    // torch saves bfloat16 device tensors as float32 arrays (numpy has no bfloat16).
+    auto& converted = converted_copies_[array.bytes_node];
+    if (!converted) {
+      const auto bytes = float32_to_bfloat16(array.bytes(), array.big_endian);
+      converted = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
+    }
+    storage =
+        pickled_storage(dtype, {.offset = 0, .size = converted->bytes().size(), .file = converted},
+                        false, std::move(device), true);
+  } else {
+    throw UnsupportedError(
+        Errc::kTorchUnsupportedRebuild,
+        fmt::format("{}: converting a numpy {} array to {} is not supported "
+                    "(torch writes the tensor's own dtype, or float32 for "
+                    "bfloat16)",
+                    global_name(function), dtype_name(array.dtype), dtype_name(dtype)));
+  }
+  Tensor tensor(std::move(storage), dtype, array.sizes, array.strides, 0, requires_grad);
+  pickled_tensors_.emplace(&args, tensor);
+  return tensor;
+}
+
+}  // namespace pthload::torch
