@@ -23,7 +23,7 @@ void read_torchscript_constants(detail::CheckpointState& checkpoint,
     // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
     TensorBuilder builder(checkpoint, prefix + "constants/");
     std::vector<NamedTensor> tensors;
-    collect_named_tensors(*constants.root, builder, options.limits, tensors);
+    collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits, tensors);
     // The root is a tuple: "0", "1"... become "constants.0", "constants.1".
     for (auto& named : tensors) {
       named.name = named.name.empty() ? "constants" : "constants." + named.name;
