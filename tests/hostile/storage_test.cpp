@@ -33,23 +33,28 @@ struct Geometry {
   std::int64_t offset;
   std::initializer_list<std::int64_t> sizes;
   std::initializer_list<std::int64_t> strides;
+  Errc expected;  ///< the same in both formats
 };
 
 // Each claims elements the 8-element storage does not hold, or cannot be computed in 64 bits.
 const Geometry kBadGeometries[] = {
-    {"one element past the end", 0, {9}, {1}},
-    {"offset past the end", 8, {1}, {1}},
-    {"offset 2^62", k2to62, {1}, {1}},
-    {"offset INT64_MAX", kInt64Max, {1}, {1}},
-    {"stride past the end", 0, {2, 2}, {8, 1}},
-    {"negative stride", 4, {4}, {-1}},
-    {"negative stride reaching below zero", 0, {2}, {-1}},
-    {"negative offset", -1, {1}, {1}},
-    {"negative size", 0, {-1}, {1}},
-    {"size*stride overflows int64", 0, {2, 2}, {kInt64Max, 1}},
-    {"size*stride overflows uint64", 0, {k2to62, 5}, {4, 1}},
-    {"sizes whose product overflows", 0, {k2to62, k2to62, 0 + 4}, {0, 0, 1}},
-    {"INT64_MAX size, zero stride", 0, {kInt64Max}, {0}},
+    {"one element past the end", 0, {9}, {1}, Errc::kTorchTensorOutOfBounds},
+    {"offset past the end", 8, {1}, {1}, Errc::kTorchTensorOutOfBounds},
+    {"offset 2^62", k2to62, {1}, {1}, Errc::kTorchTensorOutOfBounds},
+    {"offset INT64_MAX", kInt64Max, {1}, {1}, Errc::kTorchTensorOutOfBounds},
+    {"stride past the end", 0, {2, 2}, {8, 1}, Errc::kTorchTensorOutOfBounds},
+    {"negative stride", 4, {4}, {-1}, Errc::kTorchBadRebuildArguments},
+    {"negative stride reaching below zero", 0, {2}, {-1}, Errc::kTorchBadRebuildArguments},
+    {"negative offset", -1, {1}, {1}, Errc::kTorchBadRebuildArguments},
+    {"negative size", 0, {-1}, {1}, Errc::kTorchBadRebuildArguments},
+    {"size*stride overflows int64", 0, {2, 2}, {kInt64Max, 1}, Errc::kTorchTensorOutOfBounds},
+    {"size*stride overflows uint64", 0, {k2to62, 5}, {4, 1}, Errc::kTorchBadRebuildArguments},
+    {"sizes whose product overflows",
+     0,
+     {k2to62, k2to62, 0 + 4},
+     {0, 0, 1},
+     Errc::kTorchBadRebuildArguments},
+    {"INT64_MAX size, zero stride", 0, {kInt64Max}, {0}, Errc::kTorchBadRebuildArguments},
 };
 
 std::vector<std::byte> zip_checkpoint(const std::string& pickle, int storage_floats = 8) {
@@ -93,12 +98,16 @@ const std::pair<const char*, std::uint64_t> kHugeCounts[] = {
     {"2^32", std::uint64_t{1} << 32},
     {"2^62 (2^64 bytes of float32)", std::uint64_t{1} << 62}};
 
+// Past this, a legacy storage's float32 byte count overflows 64 bits before it is compared with
+// the table's count.
+constexpr std::uint64_t kFloatsIn64Bits = (std::uint64_t{1} << 62) - 1;
+
 }  // namespace
 
 TEST_SUITE_BEGIN("hostile");
 
 TEST_CASE("hostile: the unmodified storages load") {
-  const Geometry fine{"fine", 2, {3, 2}, {1, 3}};
+  const Geometry fine{"fine", 2, {3, 2}, {1, 3}, Errc::kOk};
   run_cases({{"zip", zip_checkpoint(shared_storage_pickle(fine)), code(Errc::kOk)},
              {"legacy", legacy_checkpoint(legacy_shared_pickle(fine), 8), code(Errc::kOk)}});
 }
@@ -106,8 +115,8 @@ TEST_CASE("hostile: the unmodified storages load") {
 TEST_CASE("hostile: views that claim more than their shared storage holds (zip)") {
   std::vector<Case> cases;
   for (const auto& g : kBadGeometries)
-    cases.push_back(
-        {std::string("zip: ") + g.name, zip_checkpoint(shared_storage_pickle(g)), some_error()});
+    cases.push_back({std::string("zip: ") + g.name, zip_checkpoint(shared_storage_pickle(g)),
+                     code(g.expected)});
   run_cases(cases);
 }
 
@@ -115,25 +124,31 @@ TEST_CASE("hostile: views that claim more than their shared storage holds (legac
   std::vector<Case> cases;
   for (const auto& g : kBadGeometries)
     cases.push_back({std::string("legacy: ") + g.name,
-                     legacy_checkpoint(legacy_shared_pickle(g), 8), some_error()});
+                     legacy_checkpoint(legacy_shared_pickle(g), 8), code(g.expected)});
   run_cases(cases);
 }
 
 TEST_CASE("hostile: storages whose element count is 2^63, 2^64-1, 2^32-1") {
-  const Geometry fine{"fine", 0, {8}, {1}};
+  const Geometry fine{"fine", 0, {8}, {1}, Errc::kOk};
   std::vector<Case> cases;
   for (const auto& [label, count] : kHugeCounts) {
     const std::string v = label;
     const auto numel = static_cast<std::int64_t>(count);
+    // 2^63 and 2^64-1 are negative as the pickle's int64: no element count at all.
+    const bool negative = numel < 0;
     // The pickle's numel: a zip record of 32 bytes cannot hold it.
     cases.push_back({"zip: persistent id numel " + v,
-                     zip_checkpoint(shared_storage_pickle(fine, numel)), some_error()});
+                     zip_checkpoint(shared_storage_pickle(fine, numel)),
+                     code(negative ? Errc::kTorchBadPersistentId : Errc::kTorchStorageTooSmall)});
     // The legacy storage table's count, and the pickle's numel against a true count.
     cases.push_back({"legacy: storage table count " + v,
                      legacy_checkpoint(legacy_shared_pickle(fine), count),
                      code(Errc::kLegacyStorageOutOfBounds)});
     cases.push_back({"legacy: persistent id numel " + v,
-                     legacy_checkpoint(legacy_shared_pickle(fine, numel), 8), some_error()});
+                     legacy_checkpoint(legacy_shared_pickle(fine, numel), 8),
+                     code(negative                  ? Errc::kTorchBadPersistentId
+                          : count > kFloatsIn64Bits ? Errc::kTorchStorageTooSmall
+                                                    : Errc::kLegacyStorageSizeMismatch)});
     // A legacy view (key, offset, numel) of the root storage with huge bounds.
     PickleWriter view;
     view.empty_dict().mark().str("v");
@@ -141,7 +156,8 @@ TEST_CASE("hostile: storages whose element count is 2^63, 2^64-1, 2^32-1") {
     view.str("w");
     lb::tensor(view, "FloatStorage", "100", 8, 0, {1}, {1}, lb::View{"201", 0, numel});
     cases.push_back({"legacy: view offset and numel " + v,
-                     legacy_checkpoint(view.setitems().stop().bytes(), 8), some_error()});
+                     legacy_checkpoint(view.setitems().stop().bytes(), 8),
+                     code(negative ? Errc::kTorchBadPersistentId : Errc::kLegacyViewOutOfRange)});
   }
   // A key list of a million storages with the data of one: the table must be read as it goes,
   // not reserved from the key count.
@@ -154,7 +170,7 @@ TEST_CASE("hostile: storages whose element count is 2^63, 2^64-1, 2^32-1") {
     cases.push_back({"legacy: a million keys, one storage",
                      lb::to_bytes(legacy_header() + main + keys.appends().stop().bytes() +
                                   lb::count(8) + lb::floats(8)),
-                     some_error()});
+                     code(Errc::kLegacyKeyMismatch)});
   }
   run_cases(cases);
 }

@@ -75,26 +75,29 @@ TEST_CASE("hostile: zip sizes, counts and offsets of 2^63, 2^64-1, 2^32-1") {
     const auto extra = built.records[kStorage].central_extra;
     // The zip64 extra field (APPNOTE 4.5.3): id, size, then uncompressed size, compressed size,
     // local header offset, each 8 bytes.
-    cases.push_back(
-        poked("zip64 extra uncompressed size " + v, built, extra + 4, 8, value, some_error()));
-    cases.push_back(
-        poked("zip64 extra compressed size " + v, built, extra + 12, 8, value, some_error()));
+    cases.push_back(poked("zip64 extra uncompressed size " + v, built, extra + 4, 8, value,
+                          code(Errc::kZipCentralDirectoryEntryInvalid)));
+    cases.push_back(poked("zip64 extra compressed size " + v, built, extra + 12, 8, value,
+                          code(Errc::kZipRecordOutOfBounds)));
     cases.push_back(poked("zip64 extra local header offset " + v, built, extra + 20, 8, value,
                           code(Errc::kZipRecordOutOfBounds)));
     // The zip64 end record and its locator.
     const auto z = built.zip64_end_record;
-    cases.push_back(
-        poked("zip64 end record size " + v, built, z + zf::kRecordSize, 8, value, some_error()));
-    cases.push_back(
-        poked("zip64 end entries " + v, built, z + zf::kEntries, 8, value, some_error()));
+    cases.push_back(poked("zip64 end record size " + v, built, z + zf::kRecordSize, 8, value,
+                          code(Errc::kZip64EndRecordInvalid)));
+    cases.push_back(poked("zip64 end entries " + v, built, z + zf::kEntries, 8, value,
+                          code(Errc::kZipEntryCountMismatch)));
     cases.push_back(poked("zip64 end entries on disk " + v, built, z + zf::kEntriesOnDisk, 8, value,
-                          some_error()));
+                          code(Errc::kZipEntryCountMismatch)));
     cases.push_back(poked("zip64 end central directory size " + v, built,
-                          z + zf::kCentralDirectorySize, 8, value, some_error()));
+                          z + zf::kCentralDirectorySize, 8, value,
+                          code(Errc::kZip64EndRecordInvalid)));
     cases.push_back(poked("zip64 end central directory offset " + v, built,
-                          z + zf::kCentralDirectoryOffset, 8, value, some_error()));
+                          z + zf::kCentralDirectoryOffset, 8, value,
+                          code(Errc::kZip64EndRecordInvalid)));
     cases.push_back(poked("zip64 locator end record offset " + v, built,
-                          built.zip64_locator + lf::kZip64EndRecordOffset, 8, value, some_error()));
+                          built.zip64_locator + lf::kZip64EndRecordOffset, 8, value,
+                          code(Errc::kZip64LocatorInvalid)));
     // Both sizes at once: a stored record that claims what the file does not hold.
     auto both = zip64_extra_archive();
     build::poke_le64(both.bytes, extra + 4, value);
@@ -107,16 +110,21 @@ TEST_CASE("hostile: zip sizes, counts and offsets of 2^63, 2^64-1, 2^32-1") {
     const std::string v = value == k2to32m1 ? "2^32-1" : "2^32-2";
     const auto built = build::build(torch_records(), {.zip64_end = false});
     const auto ch = built.records[kStorage].central_header;
-    cases.push_back(poked("central compressed size " + v, built, ch + cf::kCompressedSize, 4, value,
-                          some_error()));
-    cases.push_back(
-        poked("central uncompressed size " + v, built, ch + cf::kSize, 4, value, some_error()));
-    cases.push_back(poked("central local header offset " + v, built, ch + cf::kLocalHeaderOffset, 4,
-                          value, some_error()));
+    cases.push_back(poked(
+        "central compressed size " + v, built, ch + cf::kCompressedSize, 4, value,
+        code(value == k2to32m1 ? Errc::kZip64ExtraFieldInvalid : Errc::kZipRecordOutOfBounds)));
+    cases.push_back(poked("central uncompressed size " + v, built, ch + cf::kSize, 4, value,
+                          code(value == k2to32m1 ? Errc::kZip64ExtraFieldInvalid
+                                                 : Errc::kZipCentralDirectoryEntryInvalid)));
+    cases.push_back(poked(
+        "central local header offset " + v, built, ch + cf::kLocalHeaderOffset, 4, value,
+        code(value == k2to32m1 ? Errc::kZip64ExtraFieldInvalid : Errc::kZipRecordOutOfBounds)));
     cases.push_back(poked("end record central directory size " + v, built,
-                          built.end_record + ef::kCentralDirectorySize, 4, value, some_error()));
+                          built.end_record + ef::kCentralDirectorySize, 4, value,
+                          code(Errc::kZipCentralDirectoryOutOfBounds)));
     cases.push_back(poked("end record central directory offset " + v, built,
-                          built.end_record + ef::kCentralDirectoryOffset, 4, value, some_error()));
+                          built.end_record + ef::kCentralDirectoryOffset, 4, value,
+                          code(Errc::kZipCentralDirectoryOutOfBounds)));
   }
   run_cases(cases);
 }
@@ -127,19 +135,19 @@ TEST_CASE("hostile: zip offsets that point at their own record") {
     const auto built = zip64_extra_archive();
     cases.push_back(poked("zip64 end record's central directory offset is the record itself", built,
                           built.zip64_end_record + zf::kCentralDirectoryOffset, 8,
-                          built.zip64_end_record, some_error()));
+                          built.zip64_end_record, code(Errc::kZip64EndRecordInvalid)));
     cases.push_back(poked("zip64 locator points at itself", built,
                           built.zip64_locator + lf::kZip64EndRecordOffset, 8, built.zip64_locator,
-                          some_error()));
+                          code(Errc::kZip64LocatorInvalid)));
     cases.push_back(poked("zip64 locator points at the classic end record", built,
                           built.zip64_locator + lf::kZip64EndRecordOffset, 8, built.end_record,
-                          some_error()));
+                          code(Errc::kZip64LocatorInvalid)));
     const auto extra = built.records[kStorage].central_extra;
     cases.push_back(poked("local header offset is the record's own central header", built,
                           extra + 20, 8, built.records[kStorage].central_header,
                           code(Errc::kZipLocalHeaderInvalid)));
     cases.push_back(poked("local header offset is another record's local header", built, extra + 20,
-                          8, built.records[0].local_header, some_error()));
+                          8, built.records[0].local_header, code(Errc::kZipLocalHeaderMismatch)));
   }
   {
     const auto built = build::build(torch_records(), {.zip64_end = false});
@@ -147,7 +155,7 @@ TEST_CASE("hostile: zip offsets that point at their own record") {
     build::poke_le32(self.bytes, built.end_record + ef::kCentralDirectorySize, 22);
     cases.push_back(poked("end record's central directory is the end record itself", self,
                           built.end_record + ef::kCentralDirectoryOffset, 4, built.end_record,
-                          some_error()));
+                          code(Errc::kZipCentralDirectoryOutOfBounds)));
     cases.push_back(poked("classic local header offset is the central header", built,
                           built.records[kStorage].central_header + cf::kLocalHeaderOffset, 4,
                           built.records[kStorage].central_header,
@@ -166,7 +174,8 @@ TEST_CASE("hostile: records that claim 2^40 bytes") {
     // ratio deflate cannot reach.
     cases.push_back(poked(method + " record claims 2^40 uncompressed bytes", built, extra + 4, 8,
                           k2to40,
-                          deflated ? code(Errc::kZipImplausibleCompressionRatio) : some_error()));
+                          code(deflated ? Errc::kZipImplausibleCompressionRatio
+                                        : Errc::kZipCentralDirectoryEntryInvalid)));
     auto both = built;
     build::poke_le64(both.bytes, extra + 4, k2to40);
     cases.push_back(poked(method + " record claims 2^40 bytes in both sizes", both, extra + 12, 8,
@@ -216,7 +225,8 @@ TEST_CASE("hostile: deflate bombs stop at the declared size or the 1032x bound")
     records[0].deflate = true;
     records[0].data = "\x80\x02" + std::string(std::size_t{2} << 20, ']') + ".";
     cases.push_back({"data.pkl inflating to 2 Mi EMPTY_LISTs",
-                     build::build(records, {.zip64_extra = true}).bytes, some_error(), 1100});
+                     build::build(records, {.zip64_extra = true}).bytes, code(Errc::kPickleBadStop),
+                     1100});
   }
   run_cases(cases);
 }
