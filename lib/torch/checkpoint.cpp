@@ -93,8 +93,8 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
     // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
     // more bytes than naming them did.
     state.tensors.reserve(state.archive->entries().size());
-    torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors,
-                                 state.opaque_values);
+    torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder,
+                                 options.limits, state.tensors, state.opaque_values);
   } catch (Error& e) {
     if (e.context().record.empty()) e.context().record = data_pickle->name;
     throw;
@@ -113,8 +113,8 @@ void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
   storages.assign_data(stream);
   state.pickle = std::move(stream.main());
   torch::TensorBuilder builder(state, storages, options.limits);
-  torch::collect_named_tensors(*state.pickle.root, builder, options.limits, state.tensors,
-                               state.opaque_values);
+  torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder, options.limits,
+                               state.tensors, state.opaque_values);
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 
+#include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
 
@@ -53,9 +56,9 @@ struct Frame {
 
 class Walker {
  public:
-  Walker(TensorBuilder& builder, const Limits& limits, std::vector<NamedTensor>& out,
-         std::vector<OpaqueValue>& opaque)
-      : builder_(builder), limits_(limits), out_(out), opaque_(opaque) {}
+  Walker(TensorBuilder& builder, const Limits& limits, std::size_t step_budget,
+         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque)
+      : builder_(builder), limits_(limits), out_(out), opaque_(opaque), step_budget_(step_budget) {}
 
   void run(const Value& root) {
     stack_.push_back({&root, nullptr, std::string(), 0});
@@ -66,11 +69,12 @@ class Walker {
         on_path_.erase(frame.leaving);
         continue;
       }
-      if (++steps_ > limits_.max_pickle_values) {
+      if (++steps_ > step_budget_) {
         throw FormatError(Errc::kTorchLimitExceeded,
-                          fmt::format("naming tensors took more than {} steps "
-                                      "(Limits::max_pickle_values): too many shared paths",
-                                      limits_.max_pickle_values));
+                          fmt::format("naming tensors took more than {} steps (8 per pickle "
+                                      "byte, at most Limits::max_pickle_values): too many "
+                                      "shared paths",
+                                      step_budget_));
       }
       visit(*frame.value, std::move(frame.name), frame.depth);
     }
@@ -205,14 +209,24 @@ class Walker {
   std::vector<Frame> children_;
   std::vector<NamedTensor> parts_;
   std::unordered_set<const Value*> on_path_;
+  std::size_t step_budget_;
   std::size_t steps_ = 0;
 };
 
 }  // namespace
 
-void collect_named_tensors(const Value& root, TensorBuilder& builder, const Limits& limits,
-                           std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque) {
-  Walker(builder, limits, out, opaque).run(root);
+std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noexcept {
+  // A 1 KB pickle of shared lists names 2^40 paths; under max_pickle_values alone (200 M steps by
+  // default) it listed tens of GB of names before failing.
+  const auto per_byte = common::checked_mul(pickle_bytes, kWalkStepsPerPickleByte);
+  const auto budget = std::max<std::uint64_t>(per_byte.value_or(UINT64_MAX), kMinWalkSteps);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(budget, limits.max_pickle_values));
+}
+
+void collect_named_tensors(const Value& root, std::size_t pickle_bytes, TensorBuilder& builder,
+                           const Limits& limits, std::vector<NamedTensor>& out,
+                           std::vector<OpaqueValue>& opaque) {
+  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque).run(root);
 }
 
 }  // namespace pthload::torch

@@ -1,6 +1,7 @@
 // Names of tensors: each tensor's path from the root object (DESIGN.md "Names of tensors").
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "pickle/value.hpp"
@@ -15,11 +16,24 @@ namespace pthload::torch {
 /// name: dict keys as text, list and tuple indices, joined with "."; an object of a class that
 /// is not interpreted contributes its pickled state (its attributes), so a pickled module gives
 /// `_modules.0._parameters.weight`. A tensor reachable by several paths is listed once per path;
-/// a cycle is not followed. Iterative; bounded by limits.max_pickle_nesting in depth and by
-/// limits.max_pickle_values in steps (a DAG of shared nodes can have exponentially many paths).
-/// Tensor-like values the builder leaves opaque go to `opaque` with its reason. Throws what
-/// TensorBuilder throws, and FormatError(kTorchLimitExceeded).
-void collect_named_tensors(const pickle::Value& root, TensorBuilder& builder, const Limits& limits,
+/// a cycle is not followed. Iterative; bounded by limits.max_pickle_nesting in depth, and in
+/// steps by walk_step_budget(pickle_bytes, limits) (a DAG of shared nodes can have exponentially
+/// many paths). `pickle_bytes` is the size of the pickle `root` came from. Tensor-like values
+/// the builder leaves opaque go to `opaque` with their reason.
+/// Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
+void collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
+                           TensorBuilder& builder, const Limits& limits,
                            std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque);
+
+/// Steps the naming walk may take: kWalkStepsPerPickleByte per byte of the pickle (at least
+/// kMinWalkSteps), and never more than limits.max_pickle_values.
+[[nodiscard]] std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noexcept;
+
+/// A tree costs the walk one step per node and each node at least one opcode byte, so only
+/// shared subtrees go past one step per byte; 8 leaves room for tied modules. Each step may
+/// list a tensor (a name and a handle), so this bounds memory by the file's size as well.
+inline constexpr std::size_t kWalkStepsPerPickleByte = 8;
+/// Small pickles may share a little more: 65 536 steps take milliseconds and a few MB.
+inline constexpr std::size_t kMinWalkSteps = 65'536;
 
 }  // namespace pthload::torch

@@ -134,6 +134,9 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
     dtype = dtype_argument(argument(args, 6, function), function);
   }
 
+  // torch requires numel * element size to fit in 64 bits; without this check, sizes whose
+  // product wraps (2^62 x 2^62 x 4 with zero strides) pass the bounds check as a small tensor.
+  check_numel(function, dtype, sizes);
   // A legacy storage view bounds the tensor, whose offsets count from the view's start.
   check_in_bounds(function, *storage, dtype, offset, sizes, strides, view_nbytes);
   if (view_byte_offset != 0) {

@@ -24,7 +24,8 @@ void read_torchscript_constants(detail::CheckpointState& checkpoint,
     TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
     std::vector<NamedTensor> tensors;
     std::vector<OpaqueValue> opaque;
-    collect_named_tensors(*constants.root, builder, options.limits, tensors, opaque);
+    collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits, tensors,
+                          opaque);
     for (auto& value : opaque) {
       value.name = value.name.empty() ? "constants" : "constants." + value.name;
       checkpoint.opaque_values.push_back(std::move(value));
