@@ -106,6 +106,11 @@ class PTHLOAD_API Storage {
   std::unique_ptr<detail::StorageState> state_;
 };
 
+/// The most bytes Tensor::contiguous_bytes() and content_checksum() read of a view that shows
+/// more than its storage holds (stride 0, expand): 1 GiB. Views that do not overlap themselves
+/// are never limited.
+inline constexpr std::uint64_t kMaxOverlappingViewBytes = std::uint64_t{1} << 30;
+
 /// A tensor: dtype, sizes, strides and offset (both in elements) over a shared Storage,
 /// exactly as torch rebuilds it. Copyable: copies share the storage.
 class PTHLOAD_API Tensor {
@@ -175,11 +180,13 @@ class PTHLOAD_API Tensor {
   /// UnsupportedError(kTorchTensorWithoutData) for a tensor without storage.
   [[nodiscard]] const std::byte* data() const;
   /// A copy of the elements in row-major order, as one contiguous run of bytes (for quint4x2
-  /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data().
+  /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data(),
+  /// and FormatError(kTorchLimitExceeded) for a view that overlaps itself (stride 0) and shows
+  /// more than kMaxOverlappingViewBytes: a tiny file must not make it allocate terabytes.
   [[nodiscard]] std::vector<std::byte> contiguous_bytes() const;
   /// XXH3-64 of the elements in row-major order as little-endian bytes — what a view shows,
   /// not its whole storage — without copying them; a quantized tensor hashes its integers.
-  /// pthinspect's `--checksum`. Throws as data().
+  /// pthinspect's `--checksum`. Throws as contiguous_bytes(), for the same reason: time.
   [[nodiscard]] std::uint64_t content_checksum() const;
 
  private:

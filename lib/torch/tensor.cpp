@@ -217,6 +217,23 @@ void for_each_run(const std::byte* base, std::size_t item, std::span<const std::
 
 }  // namespace
 
+// A view that shows more bytes than its storage holds must overlap itself (stride 0: expand,
+// broadcast). torch saves such views and they are legal, but a file of a few hundred bytes can
+// claim 2^40 elements over 4 bytes: reading them all would hang a checksum and a contiguous copy
+// would allocate terabytes the file never paid for. Up to kMaxOverlappingViewBytes is still read
+// (an expanded mask of a few hundred MB is real); past it the view is refused.
+void check_shown_bytes(const Tensor& tensor, std::string_view what) {
+  const std::uint64_t shown = tensor.nbytes();
+  const std::uint64_t held = tensor.has_storage() ? tensor.storage().nbytes() : 0;
+  if (shown > held && shown > kMaxOverlappingViewBytes) {
+    throw FormatError(Errc::kTorchLimitExceeded,
+                      fmt::format("{}: the view shows {} bytes over a storage of {} bytes (it "
+                                  "overlaps itself: a stride-0 or expanded view); more than {} "
+                                  "bytes of such a view are not read",
+                                  what, shown, held, kMaxOverlappingViewBytes));
+  }
+}
+
 // quint4x2 and quint2x4 tensors are whole and contiguous (the torch layer checks): their bytes
 // are the first ceil(numel / per_byte) of the storage, as torch's int_repr() gives them.
 std::span<const std::byte> Tensor::packed_bytes() const {
@@ -229,6 +246,7 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
     const auto packed = packed_bytes();
     return {packed.begin(), packed.end()};
   }
+  check_shown_bytes(*this, "contiguous_bytes");
   const std::size_t item = element_size(dtype_);
   const std::uint64_t count = numel();
   std::vector<std::byte> out(count * item);
@@ -248,6 +266,7 @@ std::uint64_t Tensor::content_checksum() const {
     const auto packed = packed_bytes();
     return XXH3_64bits(packed.data(), packed.size());
   }
+  check_shown_bytes(*this, "content_checksum");
   const std::byte* base = data();
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                  &XXH3_freeState);

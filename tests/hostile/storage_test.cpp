@@ -1,5 +1,6 @@
 // Storages and the tensors over them, in the zip and the legacy formats: views that claim more
-// than their storage holds (size, stride, offset, negative strides, size*stride overflow),
+// than their storage holds (size, stride, offset, negative strides, size*stride overflow), views
+// that overlap themselves to show 2^40 elements,
 // storages whose element counts are 2^63, 2^64-1 and 2^32-1, and TorchScript constants that
 // name records the archive does not have.
 #include <doctest/doctest.h>
@@ -126,6 +127,17 @@ TEST_CASE("hostile: views that claim more than their shared storage holds (legac
     cases.push_back({std::string("legacy: ") + g.name,
                      legacy_checkpoint(legacy_shared_pickle(g), 8), code(g.expected)});
   run_cases(cases);
+}
+
+TEST_CASE("hostile: stride-0 views showing 2^40 elements of an 8-element storage") {
+  // Legal geometry (expand makes it), so open() accepts it; reading every element is what a
+  // checksum would do, and is refused past kMaxOverlappingViewBytes instead of hanging.
+  const Geometry expanded{"expanded", 0, {INT64_C(1) << 20, INT64_C(1) << 20}, {0, 0}, Errc::kOk};
+  run_cases(
+      {{"zip: stride-0 view of 2^40 elements", zip_checkpoint(shared_storage_pickle(expanded)),
+        code(Errc::kTorchLimitExceeded)},
+       {"legacy: stride-0 view of 2^40 elements",
+        legacy_checkpoint(legacy_shared_pickle(expanded), 8), code(Errc::kTorchLimitExceeded)}});
 }
 
 TEST_CASE("hostile: storages whose element count is 2^63, 2^64-1, 2^32-1") {
