@@ -226,11 +226,16 @@ void check_shown_bytes(const Tensor& tensor, std::string_view what) {
   const std::uint64_t shown = tensor.nbytes();
   const std::uint64_t held = tensor.has_storage() ? tensor.storage().nbytes() : 0;
   if (shown > held && shown > kMaxOverlappingViewBytes) {
+    ErrorContext where;
+    if (tensor.has_storage() && tensor.storage().state().record != nullptr) {
+      where.record = tensor.storage().state().record->name;
+    }
     throw FormatError(Errc::kTorchLimitExceeded,
                       fmt::format("{}: the view shows {} bytes over a storage of {} bytes (it "
                                   "overlaps itself: a stride-0 or expanded view); more than {} "
                                   "bytes of such a view are not read",
-                                  what, shown, held, kMaxOverlappingViewBytes));
+                                  what, shown, held, kMaxOverlappingViewBytes),
+                      std::move(where));
   }
 }
 

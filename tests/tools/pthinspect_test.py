@@ -79,6 +79,19 @@ check(result.returncode == 0 and b"torch.nn.modules.linear.Linear" in result.std
 result = run("tree", "--items", "0", module_pt)
 check(result.returncode == 0 and b"more)" in result.stdout, f"tree --items 0: {result.stdout!r}")
 
+# A real torch.save (1.13) of torch.zeros(1).expand(2**20, 2**20): 2^40 elements over 4 bytes.
+# Listing it is fine; its checksum is refused at once, naming the file, the record and the tensor.
+expanded = os.path.join(FIXTURES, "..", "..", "fuzz", "regressions", "load",
+                        "stride0_view_2_to_40_elements.pt")
+result = run("ls", "--json", expanded)
+check(result.returncode == 0 and json.loads(result.stdout)["tensors"][0]["shape"] == [2**20, 2**20],
+      f"ls expanded view: exit {result.returncode}: {result.stdout[:200]!r}")
+result = run("ls", "--json", "--checksum", expanded)
+lines = result.stderr.decode().strip().splitlines()
+check(result.returncode == 1 and len(lines) == 1 and "tensor 'expanded'" in lines[0]
+      and "data/0" in lines[0] and "overlaps itself" in lines[0],
+      f"ls --checksum expanded view: exit {result.returncode}: {lines}")
+
 # Failures: one line on stderr naming the file, a non-zero exit, never a crash.
 with tempfile.TemporaryDirectory() as tmp:
     not_zip = os.path.join(tmp, "not_zip.pt")

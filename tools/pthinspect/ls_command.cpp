@@ -29,7 +29,20 @@ std::string_view location_of(const pthload::Tensor& t) {
   return t.layout() == pthload::Layout::kStrided ? "meta" : "-";
 }
 
-nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
+// The tensor's XXH3-64; an error (a view too large to read) names the file and the tensor.
+std::string checksum_of(const pthload::NamedTensor& named, const std::string& path) {
+  try {
+    return fmt::format("{:016x}", named.tensor.content_checksum());
+  } catch (const pthload::Error& e) {
+    auto context = e.context();
+    if (context.path.empty()) context.path = path;
+    throw pthload::FormatError(e.code(), fmt::format("tensor '{}': {}", named.name, e.message()),
+                               std::move(context));
+  }
+}
+
+nlohmann::json tensor_json(const pthload::NamedTensor& named, const std::string& path,
+                           bool checksum) {
   const pthload::Tensor& t = named.tensor;
   const auto shape = std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end());
   if (t.layout() != pthload::Layout::kStrided) {
@@ -65,7 +78,7 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named, bool checksum) {
       entry["axis"] = q->axis;
     }
   }
-  if (checksum && t.has_storage()) entry["xxh3"] = fmt::format("{:016x}", t.content_checksum());
+  if (checksum && t.has_storage()) entry["xxh3"] = checksum_of(named, path);
   return entry;
 }
 
@@ -78,7 +91,7 @@ int run_ls(const LsArgs& args) {
   if (args.json) {
     auto tensors = nlohmann::json::array();
     for (const auto& named : checkpoint.tensors())
-      tensors.push_back(tensor_json(named, args.checksum));
+      tensors.push_back(tensor_json(named, args.path, args.checksum));
     nlohmann::json out{{"format", pthload::format_name(checkpoint.format())},
                        {"tensors", std::move(tensors)}};
     if (!checkpoint.opaque_values().empty()) {
