@@ -23,7 +23,6 @@ using pickle::Kind;
 using pickle::Value;
 
 std::optional<Layout> layout_from_name(std::string_view name) {
-  if (name.starts_with("torch.")) name.remove_prefix(6);
   if (name == "sparse_coo") return Layout::kSparseCoo;
   if (name == "sparse_csr") return Layout::kSparseCsr;
   if (name == "sparse_csc") return Layout::kSparseCsc;
@@ -32,26 +31,13 @@ std::optional<Layout> layout_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-// torch ≥ 2.0 pickles a layout as _get_layout('torch.sparse_coo') (REDUCE); 1.x as the global
-// torch.sparse_coo itself.
 Layout layout_of(const Value& value, const Value& function) {
-  std::optional<std::string_view> name;
-  if (value.is(Kind::kCall) && classify_global(value.callable()) == KnownGlobal::kGetLayout &&
-      value.args().items().size() == 1 && value.args().items()[0]->is(Kind::kString)) {
-    name = value.args().items()[0]->as_string();
-  } else if (value.is(Kind::kGlobal) && value.module() == "torch") {
-    name = value.name();
-  }
-  if (!name) {
-    bad_arguments(function, fmt::format("layout is a {}, not torch.serialization._get_layout(name) "
-                                        "or a torch.<layout> global",
-                                        pickle::kind_name(value.kind())));
-  }
-  const auto layout = layout_from_name(*name);
+  const std::string_view name = layout_name_argument(value, function);
+  const auto layout = layout_from_name(name);
   if (!layout) {
     throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
                            fmt::format("{}: layout '{}' is not a sparse layout pthload knows",
-                                       global_name(function), *name));
+                                       global_name(function), name));
   }
   return *layout;
 }
