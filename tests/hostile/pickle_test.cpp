@@ -151,14 +151,8 @@ TEST_CASE("hostile: pickle lengths of 2^63, 2^64-1 and 2^32-1") {
 TEST_CASE("hostile: shared nodes that make the naming walk exponential") {
   std::vector<Case> cases;
   {
-    // L0 = tensor; Li = [Li-1, Li-1]: 2^40 paths to one tensor through 80 values.
-    PickleWriter p;
-    p.tensor_v2("FloatStorage", "0", 8, 0, {8}, {1}).put(0);
-    for (int level = 1; level <= 40; ++level) {
-      const auto previous = static_cast<std::uint8_t>(level - 1);
-      p.op('0').empty_list().mark().get(previous).get(previous).appends();
-      p.put(static_cast<std::uint8_t>(level));
-    }
+    // 2^40 paths to one tensor through 80 values.
+    PickleWriter p = pthload::test::shared_list_dag(40);
     cases.push_back({"a list DAG with 2^40 paths", checkpoint_with(p.stop().bytes()),
                      code(Errc::kTorchLimitExceeded)});
   }

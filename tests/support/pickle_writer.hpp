@@ -114,4 +114,18 @@ class PickleWriter {
   std::string out_;
 };
 
+/// L0 = a tensor over the 8-float storage '0'; Li = [Li-1, Li-1]: 2^levels paths to one tensor
+/// through 2 x levels values, for walks that must not follow every path. Without STOP, so a test
+/// can end it; levels <= 255 (the memo keys are 1 byte).
+inline PickleWriter shared_list_dag(int levels) {
+  PickleWriter p;
+  p.tensor_v2("FloatStorage", "0", 8, 0, {8}, {1}).put(0);
+  for (int level = 1; level <= levels; ++level) {
+    const auto previous = static_cast<std::uint8_t>(level - 1);
+    p.op('0').empty_list().mark().get(previous).get(previous).appends();
+    p.put(static_cast<std::uint8_t>(level));
+  }
+  return p;
+}
+
 }  // namespace pthload::test

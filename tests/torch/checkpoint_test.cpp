@@ -213,14 +213,8 @@ TEST_CASE("torch: names follow dict keys, indices and object state; cycles end")
 }
 
 TEST_CASE("torch: exponentially many shared paths hit a limit instead of hanging") {
-  PickleWriter p;
-  // L0 = tensor; Li = [Li-1, Li-1]: 2^40 paths to the tensor through 80 values.
-  p.tensor_v2("FloatStorage", "0", 8, 0, {8}, {1}).put(0);
-  for (int level = 1; level <= 40; ++level) {
-    const auto previous = static_cast<std::uint8_t>(level - 1);
-    p.op('0').empty_list().mark().get(previous).get(previous).appends();
-    p.put(static_cast<std::uint8_t>(level));
-  }
+  // 2^40 paths to the tensor through 80 values.
+  PickleWriter p = pthload::test::shared_list_dag(40);
   p.stop();
   const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(8)}});
   pthload::LoadOptions options;
