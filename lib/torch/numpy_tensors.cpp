@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/byte_reader.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "torch/numpy_arrays.hpp"
@@ -34,20 +35,13 @@ std::vector<std::byte> float32_to_bfloat16(std::span<const std::byte> bytes, boo
   for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
     std::uint32_t bits = 0;
     std::memcpy(&bits, bytes.data() + i, 4);
-    if (big_endian) bits = __builtin_bswap32(bits);
+    if (big_endian) bits = common::byteswap(bits);
     float value = 0;
     std::memcpy(&value, &bits, 4);
     const std::uint16_t half = bfloat16_of(value);
     std::memcpy(out.data() + i / 2, &half, 2);
   }
   return out;
-}
-
-std::size_t swap_unit_of(Dtype dtype) {
-  const std::size_t size = element_size(dtype);
-  const bool is_complex =
-      dtype == Dtype::kComplex32 || dtype == Dtype::kComplex64 || dtype == Dtype::kComplex128;
-  return is_complex ? size / 2 : size;
 }
 
 }  // namespace
@@ -82,7 +76,7 @@ std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, detail::Fil
   state->file_range = std::move(range);
   state->in_pickle = true;
   state->follows_map_location = follows_map_location;
-  if (big_endian) state->swap_unit = swap_unit_of(dtype);
+  if (big_endian) state->swap_unit = detail::swap_unit_for(dtype);
   auto storage = std::make_shared<Storage>(std::move(state));
   checkpoint_.storages.push_back(storage);
   return storage;

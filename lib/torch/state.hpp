@@ -15,6 +15,7 @@
 #include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/device.hpp"
+#include "pthload/dtype.hpp"
 #include "pthload/tensor.hpp"
 #include "zip/archive.hpp"
 
@@ -70,6 +71,15 @@ struct StorageState {
   /// The bytes, when placed on the CPU (a view of the file or of the owned buffer).
   std::span<const std::byte> cpu_bytes;
 };
+
+/// The unit a big-endian file's elements of `dtype` are swapped in: the element, or each half of
+/// a complex number (torch/_utils.py _byteswap goes through the real dtype).
+[[nodiscard]] inline std::size_t swap_unit_for(Dtype dtype) noexcept {
+  const std::size_t size = element_size(dtype);
+  const bool is_complex =
+      dtype == Dtype::kComplex32 || dtype == Dtype::kComplex64 || dtype == Dtype::kComplex128;
+  return is_complex ? size / 2 : size;
+}
 
 /// Where a storage's bytes start in the file (its record's data, or its legacy range): the order
 /// placement reads storages in.

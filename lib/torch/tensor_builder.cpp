@@ -223,13 +223,7 @@ StorageRef TensorBuilder::storage_of(const Value& persistent) {
   state->numel = numel;
   state->nbytes = *nbytes;
   state->record = record;
-  if (checkpoint_.big_endian) {
-    // Complex numbers swap each half (torch/_utils.py _byteswap via the real dtype).
-    const std::size_t size = element_size(*dtype);
-    const bool is_complex =
-        *dtype == Dtype::kComplex32 || *dtype == Dtype::kComplex64 || *dtype == Dtype::kComplex128;
-    state->swap_unit = is_complex ? size / 2 : size;
-  }
+  if (checkpoint_.big_endian) state->swap_unit = detail::swap_unit_for(*dtype);
   cached = std::make_shared<Storage>(std::move(state));
   checkpoint_.storages.push_back(cached);
   return {.storage = cached};
