@@ -20,24 +20,33 @@ struct Resolved {
   bool from_map_location;  // false: from the storage's own tag
 };
 
-Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
-  if (!storage.follows_map_location) return {Device::cpu(), false};
+// map_location's choice for `info`, else the device its tag names. `subject()` begins the error
+// when neither can place it ("storage '0' is tagged 'xla:0'"); a callable, so the success path
+// formats nothing.
+template <typename Subject>
+Resolved choose_device(const StorageInfo& info, const LoadOptions& options, Subject&& subject) {
   if (options.map_location) {
-    const StorageInfo info{.key = storage.key,
-                           .location = storage.location,
-                           .dtype = storage.dtype,
-                           .numel = storage.numel,
-                           .nbytes = storage.nbytes};
-    if (const auto chosen = options.map_location(info, storage.location)) return {*chosen, true};
+    if (const auto chosen = options.map_location(info, info.location)) return {*chosen, true};
   }
   try {
-    return {default_device_for(storage.location), false};
+    return {default_device_for(info.location), false};
   } catch (Error& e) {
-    throw UnsupportedError(
-        e.code(), fmt::format("storage '{}' is tagged '{}', which pthload cannot place: {}; pass "
-                              "map_location \"cpu\" to load it onto the CPU",
-                              storage.key, storage.location, e.message()));
+    throw UnsupportedError(e.code(), fmt::format("{}, which pthload cannot place: {}; pass "
+                                                 "map_location \"cpu\" to load it onto the CPU",
+                                                 subject(), e.message()));
   }
+}
+
+Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
+  if (!storage.follows_map_location) return {Device::cpu(), false};
+  const StorageInfo info{.key = storage.key,
+                         .location = storage.location,
+                         .dtype = storage.dtype,
+                         .numel = storage.numel,
+                         .nbytes = storage.nbytes};
+  return choose_device(info, options, [&] {
+    return fmt::format("storage '{}' is tagged '{}'", storage.key, storage.location);
+  });
 }
 
 // A wrapper subclass has no storage, but its device goes through map_location as torch's
@@ -48,25 +57,15 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
   for (auto& [name, tensor] : checkpoint.tensors) {
     const WrapperSubclass* wrapper = tensor.wrapper_subclass();
     if (wrapper == nullptr) continue;
-    std::optional<Device> device;
-    if (options.map_location) {
-      const StorageInfo info{.key = "",
-                             .location = wrapper->location,
-                             .dtype = tensor.dtype(),
-                             .numel = tensor.numel(),
-                             .nbytes = 0};
-      device = options.map_location(info, wrapper->location);
-    }
-    if (!device) {
-      try {
-        device = default_device_for(wrapper->location);
-      } catch (Error& e) {
-        throw UnsupportedError(
-            e.code(), fmt::format("tensor '{}' ({}) is on '{}', which pthload cannot place: {}; "
-                                  "pass map_location \"cpu\" to load it onto the CPU",
-                                  name, wrapper->subclass, wrapper->location, e.message()));
-      }
-    }
+    const StorageInfo info{.key = "",
+                           .location = wrapper->location,
+                           .dtype = tensor.dtype(),
+                           .numel = tensor.numel(),
+                           .nbytes = 0};
+    const Device device = choose_device(info, options, [&] {
+                            return fmt::format("tensor '{}' ({}) is on '{}'", name,
+                                               wrapper->subclass, wrapper->location);
+                          }).device;
     auto placed = std::make_shared<WrapperSubclass>(*wrapper);
     placed->device = device;
     tensor.set_wrapper_subclass(std::move(placed), tensor.storage_offset());
