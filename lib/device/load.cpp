@@ -54,7 +54,9 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
 // callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
 // bytes.
 void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOptions& options) {
-  for (auto& [name, tensor] : checkpoint.tensors) {
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  for (auto& named : checkpoint.tensors) {
+    Tensor& tensor = named.tensor;
     const WrapperSubclass* wrapper = tensor.wrapper_subclass();
     if (wrapper == nullptr) continue;
     const StorageInfo info{.key = "",
@@ -62,10 +64,11 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
                            .dtype = tensor.dtype(),
                            .numel = tensor.numel(),
                            .nbytes = 0};
-    const Device device = choose_device(info, options, [&] {
-                            return fmt::format("tensor '{}' ({}) is on '{}'", name,
-                                               wrapper->subclass, wrapper->location);
-                          }).device;
+    const auto subject = [&] {
+      return fmt::format("tensor '{}' ({}) is on '{}'", named.name, wrapper->subclass,
+                         wrapper->location);
+    };
+    const Device device = choose_device(info, options, subject).device;
     auto placed = std::make_shared<WrapperSubclass>(*wrapper);
     placed->device = device;
     tensor.set_wrapper_subclass(std::move(placed), tensor.storage_offset());
