@@ -201,17 +201,14 @@ class Walker {
   }
 
   void add_entry(const Value& key, const Value& item, const std::string& name, std::size_t index) {
-    if (may_hold_tensors(item)) add(item, join(name, entry_value_label(key, index)));
-    if (may_hold_tensors(key) && !key.is(Kind::kTuple)) {
-      add(key, join(name, fmt::format("<key {}>", index)));
-    } else if (key.is(Kind::kTuple) && may_hold_tensors(key)) {
-      // A tuple key of strings and numbers (`('a', 1)`) holds no tensor; one holding a tensor
-      // or an object is walked like any other key.
-      const auto items = key.items();
-      if (std::any_of(items.begin(), items.end(),
-                      [](const Value* part) { return may_hold_tensors(*part); })) {
-        add(key, join(name, fmt::format("<key {}>", index)));
-      }
+    charge_step();
+    if (may_hold_tensors(item)) {
+      children_.push_back({&item, nullptr, join(name, entry_value_label(key, index)), 0});
+    }
+    // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
+    // an object or a tuple holding one is walked as `<key N>`.
+    if (may_hold_tensors(key) && !pickle::key_text(key)) {
+      children_.push_back({&key, nullptr, join(name, fmt::format("<key {}>", index)), 0});
     }
   }
 
