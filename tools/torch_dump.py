@@ -58,13 +58,15 @@ container order (which is the order the pickle wrote them), and:
   `<name>.indices`, `<name>.values` (COO) or `<name>.crow_indices` / `.col_indices` /
   `.ccol_indices` / `.row_indices` / `.values` (compressed layouts).
 * dict and every dict subclass (OrderedDict, defaultdict, Counter, ...): each item in iteration
-  order, component = the key as text: str keys as they are; int keys in decimal ("0");
-  bool keys "True"/"False"; any other key Python's str(key). Attributes set on the dict itself
-  (e.g. an OrderedDict state_dict's `_metadata`) are NOT walked.
+  order (the pickle's), component = the key as text, str(key), for keys of type str, int, bool,
+  float, bytes, None and (exactly) tuples of those; any other key (a tensor, an object, a
+  frozenset, a namedtuple) names its value `<value N>` (N its position in the dict) and is
+  walked itself as `<key N>`. Attributes set on the dict itself (e.g. an OrderedDict
+  state_dict's `_metadata`) are NOT walked.
 * list, tuple and their subclasses (torch.Size, namedtuples): each element, component = its index
   in decimal ("0", "1", ...).
-* set and frozenset: skipped entirely (their iteration order after loading is not the pickle's
-  order), so tensors inside sets are not listed.
+* set and frozenset: each member, component = its position in the pickle (recorded by the shim:
+  Python iterates a set of tensors in hash order, not in the pickle's).
 * numpy arrays and numpy scalars (0-dim) whose dtype torch also has (bool, int8-64, uint8-64,
   float16/32/64, complex64/128, either byte order) are listed like tensors, with
   "storage": null, "location": "cpu" (torch.load never moves them) and "source": "numpy"; their
@@ -73,13 +75,18 @@ container order (which is the order the pickle wrote them), and:
   dtypes) are not listed and not descended into.
 * str, bytes, bytearray, numbers, None, bool, torch.dtype/device/layout/memory_format/qscheme,
   classes, functions: leaves.
-* any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass):
-  its pickled state, i.e. the 3rd item of `obj.__reduce_ex__(2)` (what BUILD received):
-  - a dict: its items as attributes, component = attribute name (for nn.Module: its __dict__, so
-    `_modules.0._parameters.weight`; for argparse.Namespace: its attributes);
-  - a 2-tuple (dict or None, slots dict or None): the dict's items, then the slots dict's items;
-  - any other value: walked in place of the object, under the object's own name;
-  - no state: nothing. Arguments of the reducing call (REDUCE/NEWOBJ args) are not walked.
+* any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass,
+  functools.partial), by `obj.__reduce_ex__(2)`:
+  - the arguments of the reducing call by position (NEWOBJ's without the class, REDUCE's), then
+    NEWOBJ_EX's keyword arguments by name;
+  - its pickled state, the 3rd item (what BUILD received): a dict: its items as attributes,
+    component = attribute name (for nn.Module: its __dict__, so `_modules.0._parameters.weight`);
+    a 2-tuple (dict or None, slots dict or None): the dict's items, then the slots dict's items;
+    any other value: walked in place of the object, under the object's own name (so
+    functools.partial's tensor argument is `<name>.1.0`); no state: nothing.
+* a jagged nested tensor also lists the tensors it caches in `_metadata_cache` as
+  `<name>._metadata_cache.<key>`.
+This is pthload's rule set (docs/naming.md), written over torch's result.
 * cycles: a container or object already on the current path is not entered again.
 """
 
