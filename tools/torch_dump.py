@@ -585,16 +585,43 @@ def dump(path, map_location="cpu", checksum=True):
     tensors = []
     for name, t in walk(root):
         tensors += describe(name, t, recorder, checksum)
-    return {"format": fmt, "tensors": tensors}
+    result = {"format": fmt, "tensors": tensors}
+    unused = unused_storages(path, fmt, recorder, tensors)
+    if unused is not None:
+        result["unused_storages"] = unused
+    return result
+
+
+def unused_storages(path, fmt, recorder, tensors):
+    """Keys of the storages the file holds that no listed tensor views, sorted: every key torch's
+    persistent_load returned a storage for, and in a zip every record under data/, less the keys
+    of the listed entries. None where this cannot be told from torch's result: TorchScript
+    archives, and files holding quantized or nested tensors (whose per-channel parameters and
+    metadata use storages of their own that no listed entry names)."""
+    if fmt not in ("zip", "legacy"):
+        return None
+    if any(t.get("layout") == "nested" or t["dtype"].startswith("q") for t in tensors):
+        return None
+    held = {key for key, _ in recorder.by_cdata.values()}
+    if fmt == "zip":
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+        top = names[0].split("/", 1)[0]
+        held |= {n[len(top) + 6:] for n in names if n.startswith(top + "/data/")}
+    used = {t["storage"] for t in tensors if t.get("storage") is not None}
+    return sorted(held - used)
 
 
 def to_json(result):
     """The dump as JSON text: one tensor per line, keys in schema order."""
     lines = [json.dumps(t, separators=(", ", ": ")) for t in result["tensors"]]
     head = f'{{"format": {json.dumps(result["format"])}, "tensors": ['
+    tail = "]"
+    if "unused_storages" in result:
+        tail += f', "unused_storages": {json.dumps(result["unused_storages"])}'
     if not lines:
-        return head + "]}\n"
-    return head + "\n" + ",\n".join(lines) + "\n]}\n"
+        return head + tail + "}\n"
+    return head + "\n" + ",\n".join(lines) + "\n" + tail + "}\n"
 
 
 def main(argv=None):
