@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -293,5 +294,38 @@ TEST_SUITE("fixtures") {
       }
     }
     CHECK(exported == 32);  // 16 dtypes DLPack 0.6 has, each whole and as a view
+  }
+}
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("memory: open and load over the caller's bytes equal the file's, without a copy") {
+    const auto file = file_bytes(fixture(kViews));
+    const auto bytes = std::as_bytes(std::span(file));
+    const auto cpu = pthload::LoadOptions{.map_location = pthload::map_to("cpu")};
+    const auto from_file = pthload::load(fixture(kViews), cpu);
+    const auto from_memory = pthload::load(bytes, cpu);
+    REQUIRE(from_memory.tensors().size() == from_file.tensors().size());
+    for (std::size_t i = 0; i < from_file.tensors().size(); ++i) {
+      const pthload::NamedTensor& want = from_file.tensors()[i];
+      const pthload::NamedTensor& got = from_memory.tensors()[i];
+      CAPTURE(want.name);
+      CHECK(got.name == want.name);
+      CHECK(got.tensor.content_checksum() == want.tensor.content_checksum());
+      CHECK(got.tensor.storage().is_file_view());
+      CHECK(got.tensor.data() >= bytes.data());
+      CHECK(got.tensor.data() < bytes.data() + bytes.size());
+    }
+    const auto listed = pthload::open(bytes);
+    CHECK(listed.tensors().size() == from_file.tensors().size());
+    CHECK_FALSE(listed.storages().front()->is_placed());
+
+    const auto cut = bytes.first(bytes.size() / 2);
+    try {
+      (void)pthload::open(cut);
+      FAIL("half a checkpoint opened");
+    } catch (const pthload::Error& e) {
+      CHECK(e.context().path == "<memory>");
+      CHECK(std::string(e.what()).starts_with("<memory>: "));
+    }
   }
 }
