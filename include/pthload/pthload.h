@@ -239,7 +239,8 @@ PTHLOAD_API int pthload_tensor_is_contiguous(const pthload_tensor* tensor);
 PTHLOAD_API pthload_device pthload_tensor_device(const pthload_tensor* tensor);
 /** The address of its first element on the CPU, valid while the checkpoint (or a DLPack tensor
  *  of it) lives; read-only (it may be a view of the mapped file). NULL when the tensor is not on
- *  the CPU, is not placed (pthload_open), or has no storage; the last error then says why. */
+ *  the CPU, is not placed (pthload_open), or has no storage, and the last error then says why;
+ *  also possibly NULL, with no error, for a tensor of no elements over an empty storage. */
 PTHLOAD_API const void* pthload_tensor_data(const pthload_tensor* tensor);
 /** The device address of its first element on CUDA; NULL for tensors elsewhere. */
 PTHLOAD_API const void* pthload_tensor_device_pointer(const pthload_tensor* tensor);
