@@ -214,4 +214,10 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
   return torch::open_mapped(std::move(file), path.string(), options);
 }
 
+Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
+  return torch::open_mapped(
+      std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
+      options);
+}
+
 }  // namespace pthload
