@@ -10,6 +10,9 @@
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
+
+// Values are 32 bytes; the arena is sized by it (a pickle of 100 000 tensors makes millions).
+static_assert(sizeof(Value) == 32);
 namespace {
 
 // Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 1 MiB, so a large

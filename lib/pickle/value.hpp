@@ -136,6 +136,13 @@ class Value {
   /// was nested does not update its parents, so walkers must bound themselves too.
   [[nodiscard]] std::uint32_t depth() const noexcept { return depth_; }
 
+  /// A mark a walk of the finished tree may leave on the values it has dealt with, so that a
+  /// second walk can tell them apart without a set of 100 000 pointers (the torch layer marks
+  /// the tensors it named, and its audit looks for unmarked ones). 0 until set. Not
+  /// synchronised: only one thread may walk a tree that is being marked.
+  void set_walk_mark(std::uint8_t mark) const noexcept { walk_mark_ = mark; }
+  [[nodiscard]] std::uint8_t walk_mark() const noexcept { return walk_mark_; }
+
   /// Whether Python could hash this (dict keys and set elements must be hashable): false for
   /// lists, dicts, sets, bytearrays and tuples holding one of those.
   [[nodiscard]] bool is_hashable() const noexcept { return (flags_ & kUnhashable) == 0; }
@@ -171,6 +178,7 @@ class Value {
   Kind kind_;
   std::uint8_t flags_ = 0;
   std::uint8_t opcode_ = 0;
+  mutable std::uint8_t walk_mark_ = 0;  // in what was padding: a Value stays 32 bytes
   std::uint32_t depth_ = 0;
   union {
     bool boolean_;

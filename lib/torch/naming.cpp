@@ -67,6 +67,9 @@ std::string entry_value_label(const Value& key, std::size_t index) {
   return fmt::format("<value {}>", index);
 }
 
+// The walk marks each tensor node it lists (pickle::Value::set_walk_mark); the audit skips them.
+constexpr std::uint8_t kListedMark = 1;
+
 struct Frame {
   const Value* value;  // nullptr marks leaving `leaving`
   const Value* leaving;
@@ -77,14 +80,8 @@ struct Frame {
 class Walker {
  public:
   Walker(TensorBuilder& builder, const Limits& limits, std::size_t step_budget,
-         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque,
-         std::vector<const Value*>& listed)
-      : builder_(builder),
-        limits_(limits),
-        out_(out),
-        opaque_(opaque),
-        listed_(listed),
-        step_budget_(step_budget) {}
+         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque)
+      : builder_(builder), limits_(limits), out_(out), opaque_(opaque), step_budget_(step_budget) {}
 
   void run(const Value& root) {
     stack_.push_back({&root, nullptr, std::string(), 0});
@@ -103,7 +100,7 @@ class Walker {
  private:
   void visit(const Value& value, std::string name, std::size_t depth) {
     if (auto tensor = builder_.tensor_of(value)) {
-      listed_.push_back(&value);
+      value.set_walk_mark(kListedMark);
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
       const auto parts = tensor->sparse_parts();
       const auto part_names = sparse_part_names(tensor->layout());
@@ -384,7 +381,6 @@ class Walker {
   const Limits& limits_;
   std::vector<NamedTensor>& out_;
   std::vector<OpaqueValue>& opaque_;
-  std::vector<const Value*>& listed_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
   std::vector<NamedTensor> parts_;
@@ -398,12 +394,8 @@ class Walker {
 // finds is listed under its path, written with the audit's own labels.
 class Audit {
  public:
-  Audit(TensorBuilder& builder, std::span<const Value* const> listed, std::size_t name_budget,
-        std::vector<NamedTensor>& out)
-      : builder_(builder),
-        listed_(listed.begin(), listed.end()),
-        name_budget_(name_budget),
-        out_(out) {}
+  Audit(TensorBuilder& builder, std::size_t name_budget, std::vector<NamedTensor>& out)
+      : builder_(builder), name_budget_(name_budget), out_(out) {}
 
   std::size_t run(const Value& root) {
     stack_.push_back({&root, kNoParent, {}});
@@ -411,7 +403,7 @@ class Audit {
       const Pending pending = stack_.back();
       stack_.pop_back();
       const Value& value = *pending.value;
-      if (value.is(Kind::kCall) && listed_.contains(&value)) continue;
+      if (value.walk_mark() == kListedMark) continue;
       if (!visited_.insert(&value).second) continue;
       if (value.is(Kind::kCall)) {
         if (auto tensor = builder_.tensor_of(value)) {
@@ -568,7 +560,6 @@ class Audit {
   static constexpr std::size_t kMaxLabelBytes = 64;
 
   TensorBuilder& builder_;
-  std::unordered_set<const Value*> listed_;
   std::unordered_set<const Value*> visited_;
   std::vector<Pending> stack_;
   std::vector<Node> nodes_;
@@ -591,12 +582,11 @@ std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noe
 std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
                                   std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque) {
-  std::vector<const Value*> listed;
-  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque, listed).run(root);
+  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque).run(root);
   const auto name_budget = std::max<std::size_t>(
       kMinFallbackNameBytes,
       common::checked_mul(pickle_bytes, kFallbackNameBytesPerPickleByte).value_or(SIZE_MAX));
-  return Audit(builder, listed, name_budget, out).run(root);
+  return Audit(builder, name_budget, out).run(root);
 }
 
 }  // namespace pthload::torch

@@ -64,6 +64,9 @@ struct StorageState {
   /// arrays on the CPU whatever map_location says.
   bool follows_map_location = true;
 
+  /// Its position in CheckpointState::storages, set when unused storages are counted.
+  std::size_t index = SIZE_MAX;
+
   Device device = Device::cpu();
   std::variant<std::monostate, FileView, common::AlignedBuffer, std::unique_ptr<DeviceMemory>,
                MetaPlacement>

@@ -1,19 +1,31 @@
 // Storages that no listed tensor uses (see unused_storages.hpp).
 #include "torch/unused_storages.hpp"
 
+#include <algorithm>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 namespace pthload::torch {
 namespace {
 
-void mark_used(const Tensor& tensor, std::unordered_set<const Storage*>& used) {
-  std::vector<const Tensor*> pending{&tensor};
+// By position in checkpoint.storages (StorageState::index): a set of 100 000 storage pointers
+// cost more than naming the tensors did.
+void mark_used(const Storage& storage, std::vector<bool>& used) {
+  const std::size_t index = storage.state().index;
+  if (index < used.size()) used[index] = true;
+}
+
+// `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation each.
+void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const Tensor*>& pending) {
+  if (tensor.quantization() == nullptr && tensor.sparse_parts().empty()) {
+    if (tensor.has_storage()) mark_used(tensor.storage(), used);
+    return;
+  }
+  pending.assign(1, &tensor);
   while (!pending.empty()) {
     const Tensor& t = *pending.back();
     pending.pop_back();
-    if (t.has_storage()) used.insert(&t.storage());
+    if (t.has_storage()) mark_used(t.storage(), used);
     if (const Quantization* q = t.quantization()) {
       if (q->scales) pending.push_back(&*q->scales);
       if (q->zero_points) pending.push_back(&*q->zero_points);
@@ -26,15 +38,24 @@ void mark_used(const Tensor& tensor, std::unordered_set<const Storage*>& used) {
 }  // namespace
 
 void record_unused_storages(detail::CheckpointState& checkpoint) {
-  std::unordered_set<const Storage*> used;
+  for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
+    checkpoint.storages[i]->state().index = i;
+  std::vector<bool> used(checkpoint.storages.size());
+  for (const Storage* storage : checkpoint.metadata_storages)
+    mark_used(*storage, used);
+  std::vector<const Tensor*> pending;
   for (const NamedTensor& named : checkpoint.tensors)
-    mark_used(named.tensor, used);
-  used.insert(checkpoint.metadata_storages.begin(), checkpoint.metadata_storages.end());
-  std::unordered_set<const zip::Entry*> accounted;
-  for (const auto& storage : checkpoint.storages) {
-    const detail::StorageState& state = storage->state();
-    if (state.record != nullptr) accounted.insert(state.record);
-    if (used.contains(storage.get())) continue;
+    mark_used(named.tensor, used, pending);
+  const std::size_t records = checkpoint.archive ? checkpoint.archive->entries().size() : 0;
+  // Indexed like the archive's entries: whether a storage was made from the record.
+  std::vector<bool> accounted(records);
+  for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {
+    const detail::StorageState& state = checkpoint.storages[i]->state();
+    if (state.record != nullptr) {
+      accounted[static_cast<std::size_t>(state.record - checkpoint.archive->entries().data())] =
+          true;
+    }
+    if (used[i]) continue;
     checkpoint.unused_storages.push_back(
         {.key = state.key,
          .record = state.record != nullptr ? state.record->name : std::string(),
@@ -46,8 +67,10 @@ void record_unused_storages(detail::CheckpointState& checkpoint) {
   const std::string prefix = checkpoint.top_folder + "/";
   const std::string data = prefix + "data/";
   const std::string constants = prefix + "constants/";
-  for (const zip::Entry& entry : checkpoint.archive->entries()) {
-    const std::string_view name = entry.name;
+  const auto entries = checkpoint.archive->entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (accounted[i]) continue;
+    const std::string_view name = entries[i].name;
     std::size_t key_start = 0;
     if (name.starts_with(data)) {
       key_start = data.size();
@@ -56,10 +79,10 @@ void record_unused_storages(detail::CheckpointState& checkpoint) {
     } else {
       continue;
     }
-    if (accounted.contains(&entry) || name.size() == key_start) continue;
+    if (name.size() == key_start) continue;
     checkpoint.unused_storages.push_back({.key = std::string(name.substr(key_start)),
-                                          .record = entry.name,
-                                          .nbytes = entry.uncompressed_size});
+                                          .record = entries[i].name,
+                                          .nbytes = entries[i].uncompressed_size});
   }
 }
 
