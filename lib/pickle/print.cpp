@@ -216,6 +216,24 @@ char quote_for(std::string_view s) noexcept {
                                                                                          : '\'';
 }
 
+// One ASCII character (below 0x80) as repr() writes it inside `quote`s, in a str or in bytes.
+void append_ascii(std::string& out, unsigned char c, char quote) {
+  if (c == '\\' || c == static_cast<unsigned char>(quote)) {
+    out.push_back('\\');
+    out.push_back(static_cast<char>(c));
+  } else if (c == '\n') {
+    out += "\\n";
+  } else if (c == '\r') {
+    out += "\\r";
+  } else if (c == '\t') {
+    out += "\\t";
+  } else if (c < 0x20 || c == 0x7F) {
+    out += fmt::format("\\x{:02x}", c);
+  } else {
+    out.push_back(static_cast<char>(c));
+  }
+}
+
 // Python's repr() of a str, appended to `out`; at most `limit` bytes shown, then "...".
 void append_text_repr(std::string& out, std::string_view s, std::size_t limit_bytes) {
   const std::size_t limit = std::min(s.size(), limit_bytes);
@@ -226,20 +244,7 @@ void append_text_repr(std::string& out, std::string_view s, std::size_t limit_by
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
-      if (c == '\\' || c == static_cast<unsigned char>(quote)) {
-        out.push_back('\\');
-        out.push_back(static_cast<char>(c));
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c == '\r') {
-        out += "\\r";
-      } else if (c == '\t') {
-        out += "\\t";
-      } else if (c < 0x20 || c == 0x7F) {
-        out += fmt::format("\\x{:02x}", c);
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
+      append_ascii(out, c, quote);
       continue;
     }
     const std::size_t start = i;
@@ -266,19 +271,10 @@ void append_bytes_repr(std::string& out, std::span<const std::byte> bytes,
   out.push_back(quote);
   for (std::size_t i = 0; i < limit; ++i) {
     const auto c = std::to_integer<unsigned char>(bytes[i]);
-    if (c == '\\' || c == static_cast<unsigned char>(quote)) {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c >= 0x7F) {
-      out += fmt::format("\\x{:02x}", c);
+    if (c >= 0x80) {
+      out += fmt::format("\\x{:02x}", c);  // bytes are not text: every high byte is escaped
     } else {
-      out.push_back(static_cast<char>(c));
+      append_ascii(out, c, quote);
     }
   }
   out.push_back(quote);
