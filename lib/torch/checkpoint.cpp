@@ -28,12 +28,21 @@ bool starts_with(std::span<const std::byte> bytes, std::span<const std::byte> pr
          std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
 }
 
-// A legacy stream opens with the pickle of its magic number: PROTO then the LONG1 (protocol 2,
-// torch's default) or a FRAME (protocols 4 and 5, which torch.save(pickle_protocol=...) allows).
-// Anything else starting with PROTO is also handed to the legacy reader, whose magic number
-// check then explains what is wrong, as torch.load's does.
+// A legacy stream opens with the pickle of its magic number (torch.save(pickle_protocol=...)
+// chooses its protocol). Protocols 2 to 5 begin it with PROTO (0x80): anything else starting
+// with PROTO is also handed to the legacy reader, whose magic number check then explains what is
+// wrong, as torch.load's does. Protocols 0 and 1 have no PROTO and write the number as a text
+// LONG, "L119547037146038801333356L\n" (pickle.py save_long), which torch.load reads too.
 bool is_legacy_stream(std::span<const std::byte> bytes) {
-  return !bytes.empty() && bytes[0] == std::byte{0x80};
+  if (bytes.empty()) return false;
+  if (bytes[0] == std::byte{0x80}) return true;
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
+                              std::min<std::size_t>(bytes.size(), 64));
+  if (text[0] != 'L') return false;
+  const auto digits_end = text.find_first_not_of("0123456789", 1);
+  if (digits_end == 1 || digits_end == std::string_view::npos) return false;
+  const auto line_end = text[digits_end] == 'L' ? digits_end + 1 : digits_end;
+  return line_end < text.size() && text[line_end] == '\n';
 }
 
 // A POSIX tar header has "ustar" at offset 257 (torch ≤ 0.1.x wrote checkpoints as tar files).
