@@ -12,8 +12,8 @@
 namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
-/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams. Never renumbered once released;
-/// the C API returns them unchanged (0 = ok).
+/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors. Never
+/// renumbered once released; the C API returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -105,6 +105,20 @@ enum class Errc : int {
   kLegacyViewOutOfRange = 607,
   kLegacyTarUnsupported = 608,
   kLegacyStorageSizeMismatch = 609,
+
+  // 7xx: safetensors files (huggingface/safetensors).
+  kSafetensorsTruncated = 700,
+  kSafetensorsHeaderTooLarge = 701,
+  kSafetensorsBadHeader = 702,
+  kSafetensorsBadMetadata = 703,
+  kSafetensorsBadTensorInfo = 704,
+  kSafetensorsUnknownDtype = 705,
+  kSafetensorsUnsupportedDtype = 706,
+  kSafetensorsSizeOverflow = 707,
+  kSafetensorsSizeMismatch = 708,
+  kSafetensorsTensorsOverlap = 709,
+  kSafetensorsDataGap = 710,
+  kSafetensorsTensorOutOfBounds = 711,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

@@ -114,6 +114,18 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(LegacyViewOutOfRange)
     PTHLOAD_ERRC_NAME(LegacyTarUnsupported)
     PTHLOAD_ERRC_NAME(LegacyStorageSizeMismatch)
+    PTHLOAD_ERRC_NAME(SafetensorsTruncated)
+    PTHLOAD_ERRC_NAME(SafetensorsHeaderTooLarge)
+    PTHLOAD_ERRC_NAME(SafetensorsBadHeader)
+    PTHLOAD_ERRC_NAME(SafetensorsBadMetadata)
+    PTHLOAD_ERRC_NAME(SafetensorsBadTensorInfo)
+    PTHLOAD_ERRC_NAME(SafetensorsUnknownDtype)
+    PTHLOAD_ERRC_NAME(SafetensorsUnsupportedDtype)
+    PTHLOAD_ERRC_NAME(SafetensorsSizeOverflow)
+    PTHLOAD_ERRC_NAME(SafetensorsSizeMismatch)
+    PTHLOAD_ERRC_NAME(SafetensorsTensorsOverlap)
+    PTHLOAD_ERRC_NAME(SafetensorsDataGap)
+    PTHLOAD_ERRC_NAME(SafetensorsTensorOutOfBounds)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

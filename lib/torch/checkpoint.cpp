@@ -11,9 +11,11 @@
 #include "common/mapped_file.hpp"
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
+#include "safetensors/header.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
+#include "torch/other_formats.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
 #include "torch/torchscript.hpp"
@@ -136,6 +138,8 @@ std::string_view format_name(Format format) noexcept {
       return "legacy";
     case Format::kTorchScript:
       return "torchscript";
+    case Format::kSafetensors:
+      return "safetensors";
   }
   return "unknown";
 }
@@ -157,6 +161,9 @@ std::span<const OpaqueValue> Checkpoint::opaque_values() const noexcept {
 }
 std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
   return state_->storages;
+}
+std::span<const std::pair<std::string, std::string>> Checkpoint::metadata() const noexcept {
+  return state_->metadata;
 }
 
 const Tensor& Checkpoint::tensor(std::string_view name) const {
@@ -181,7 +188,22 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
     const auto bytes = state->file->bytes();
     if (starts_with(bytes, kZipMagic)) {
       state->format = Format::kZip;
-      open_zip(*state, options);
+      try {
+        open_zip(*state, options);
+      } catch (FormatError& e) {
+        // A zip without torch's records may be another tool's archive: say which.
+        const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
+                               ? torch::foreign_zip_format(*state->archive)
+                               : std::nullopt;
+        if (!other) throw;
+        throw FormatError(Errc::kTorchUnsupportedFormat,
+                          fmt::format("not a PyTorch checkpoint: this is {}", *other),
+                          {.offset = 0});
+      }
+    } else if (safetensors::looks_like_safetensors(bytes)) {
+      // Before the legacy check: a header size of 128 + 256k makes the first byte 0x80.
+      state->format = Format::kSafetensors;
+      torch::open_safetensors(*state);
     } else if (is_legacy_stream(bytes)) {
       state->format = Format::kLegacy;
       open_legacy(*state, options);
@@ -192,10 +214,13 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                              "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
                              "which pthload does not read; load it with torch and save it again",
                              {.offset = 0});
+    } else if (const auto other = torch::foreign_format(bytes)) {
+      throw FormatError(Errc::kTorchUnsupportedFormat,
+                        fmt::format("not a PyTorch checkpoint: this is {}", *other), {.offset = 0});
     } else {
       throw FormatError(Errc::kTorchUnsupportedFormat,
-                        "not a PyTorch checkpoint: neither a zip archive nor a legacy torch.save "
-                        "stream",
+                        "not a PyTorch checkpoint: neither a zip archive, a legacy torch.save "
+                        "stream nor a safetensors file",
                         {.offset = 0});
     }
   } catch (Error& e) {

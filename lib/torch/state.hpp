@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -102,6 +103,8 @@ struct CheckpointState {
   std::vector<std::shared_ptr<Storage>> storages;
   std::vector<NamedTensor> tensors;
   std::vector<OpaqueValue> opaque_values;
+  /// The format's own string metadata (a safetensors header's __metadata__), sorted by key.
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 }  // namespace pthload::detail
