@@ -1,16 +1,19 @@
 // fuzz_safetensors: the safetensors header reader alone (lib/safetensors: size field, JSON
-// through nlohmann-json, tensor entries, the layout of the data section), then through open() +
-// CPU placement + checksums. Property: any input yields a result or a pthload::Error, within
-// limits; an accepted header describes tensors that tile the data section exactly, each range
-// inside the input and the size its dtype and shape give.
+// through nlohmann-json, tensor entries, the layout of the data section) and the sharded index
+// reader, then through open() + CPU placement + checksums. Property: any input yields a result or a
+// pthload::Error, within limits; an accepted header describes tensors that tile the data section
+// exactly, each range inside the input and the size its dtype and shape give.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "load_path.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
+#include "safetensors/index.hpp"
 
 namespace {
 
@@ -35,11 +38,29 @@ void header_alone(std::span<const std::byte> bytes) {
   }
 }
 
+// A sharded checkpoint's index from the same bytes: every shard name it accepts is a plain file
+// name, listed once.
+void index_alone(std::span<const std::byte> bytes) {
+  try {
+    const auto index = pthload::safetensors::parse_index(bytes);
+    for (std::size_t i = 0; i < index.shards.size(); ++i) {
+      const auto& shard = index.shards[i];
+      if (shard.empty() || shard == "." || shard == ".." ||
+          shard.find_first_of(std::string_view("/\\\0", 3)) != std::string::npos ||
+          (i > 0 && !(index.shards[i - 1] < shard))) {
+        std::abort();
+      }
+    }
+  } catch (const pthload::Error&) {
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto bytes = std::as_bytes(std::span(data, size));
   header_alone(bytes);
+  index_alone(bytes);
   pthload::fuzz::load_every_way(bytes);
   return 0;
 }

@@ -12,8 +12,8 @@
 namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
-/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors. Never
-/// renumbered once released; the C API returns them unchanged (0 = ok).
+/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors, 8xx sets
+/// of files (shards). Never renumbered once released; the C API returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -119,6 +119,15 @@ enum class Errc : int {
   kSafetensorsTensorsOverlap = 709,
   kSafetensorsDataGap = 710,
   kSafetensorsTensorOutOfBounds = 711,
+
+  // 8xx: sets of files (a sharded checkpoint's index and its shards).
+  kShardIndexBad = 800,
+  kShardNameUnsafe = 801,
+  kShardNoIndex = 802,
+  kShardTensorMissing = 803,
+  kShardTensorUnlisted = 804,
+  kShardMixedFormats = 805,
+  kShardRecordCompressed = 806,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

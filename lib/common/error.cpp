@@ -126,6 +126,13 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(SafetensorsTensorsOverlap)
     PTHLOAD_ERRC_NAME(SafetensorsDataGap)
     PTHLOAD_ERRC_NAME(SafetensorsTensorOutOfBounds)
+    PTHLOAD_ERRC_NAME(ShardIndexBad)
+    PTHLOAD_ERRC_NAME(ShardNameUnsafe)
+    PTHLOAD_ERRC_NAME(ShardNoIndex)
+    PTHLOAD_ERRC_NAME(ShardTensorMissing)
+    PTHLOAD_ERRC_NAME(ShardTensorUnlisted)
+    PTHLOAD_ERRC_NAME(ShardMixedFormats)
+    PTHLOAD_ERRC_NAME(ShardRecordCompressed)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

@@ -16,6 +16,7 @@
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
 #include "torch/other_formats.hpp"
+#include "torch/shards.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
 #include "torch/torchscript.hpp"
@@ -233,6 +234,8 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 }  // namespace torch
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
+  // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
+  if (const auto index = torch::shard_index_of(path)) return torch::open_sharded(*index, options);
   std::shared_ptr<const common::MappedFile> file;
   try {
     file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));

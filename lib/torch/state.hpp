@@ -105,6 +105,8 @@ struct CheckpointState {
   std::vector<OpaqueValue> opaque_values;
   /// The format's own string metadata (a safetensors header's __metadata__), sorted by key.
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// A sharded checkpoint's shards, whose tensors and storages moved here (torch/shards.hpp).
+  std::vector<Checkpoint> shards;
 };
 
 }  // namespace pthload::detail
