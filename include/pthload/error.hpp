@@ -13,7 +13,8 @@ namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
 /// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors, 8xx sets
-/// of files (shards). Never renumbered once released; the C API returns them unchanged (0 = ok).
+/// of files (shards), 9xx the C API and DLPack. Never renumbered once released; the C API
+/// returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -128,6 +129,13 @@ enum class Errc : int {
   kShardTensorUnlisted = 804,
   kShardMixedFormats = 805,
   kShardRecordCompressed = 806,
+
+  // 9xx: the embedding interfaces (pthload.h, dlpack.hpp).
+  kCapiInvalidArgument = 900,
+  kCapiOutOfMemory = 901,
+  kCapiInternal = 902,
+  kCapiCallbackFailed = 903,
+  kDlpackUnsupportedTensor = 904,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

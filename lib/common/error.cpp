@@ -133,6 +133,11 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(ShardTensorUnlisted)
     PTHLOAD_ERRC_NAME(ShardMixedFormats)
     PTHLOAD_ERRC_NAME(ShardRecordCompressed)
+    PTHLOAD_ERRC_NAME(CapiInvalidArgument)
+    PTHLOAD_ERRC_NAME(CapiOutOfMemory)
+    PTHLOAD_ERRC_NAME(CapiInternal)
+    PTHLOAD_ERRC_NAME(CapiCallbackFailed)
+    PTHLOAD_ERRC_NAME(DlpackUnsupportedTensor)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

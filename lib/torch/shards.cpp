@@ -139,6 +139,11 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
                   std::back_inserter(state->storages));
         std::move(part_state.opaque_values.begin(), part_state.opaque_values.end(),
                   std::back_inserter(state->opaque_values));
+        std::move(part_state.unused_storages.begin(), part_state.unused_storages.end(),
+                  std::back_inserter(state->unused_storages));
+        state->metadata_storages.insert(state->metadata_storages.end(),
+                                        part_state.metadata_storages.begin(),
+                                        part_state.metadata_storages.end());
         // The shard's pickle and archive stay alive with the checkpoint: nothing moved out of
         // them points in, but a shard is cheap to keep.
         state->shards.push_back(std::move(part));

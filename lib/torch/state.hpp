@@ -107,6 +107,10 @@ struct CheckpointState {
   std::vector<std::pair<std::string, std::string>> metadata;
   /// A sharded checkpoint's shards, whose tensors and storages moved here (torch/shards.hpp).
   std::vector<Checkpoint> shards;
+  std::vector<UnusedStorage> unused_storages;
+  /// Storages a listed tensor is made from without viewing them: a nested tensor's buffer (it
+  /// may have no component) and its sizes, strides and offsets tensors.
+  std::vector<const Storage*> metadata_storages;
 };
 
 }  // namespace pthload::detail
