@@ -62,39 +62,57 @@ constexpr std::array<DtypeName, 22> kDtypes{{
 
 // Rejects what nlohmann would silently accept: a key twice in one object (it keeps the last;
 // serde's HashMap too — a file whose two readers may disagree is refused), and nesting deeper
-// than a header has, before it costs memory.
-class StrictnessCheck {
+// than a header has, before it costs memory. A SAX pass of its own, before the DOM is built:
+// nlohmann's parse callbacks rescan an object at its end, quadratic in its members (20 000
+// tensors took seconds).
+class StrictnessCheck : public nlohmann::json_sax<json> {
  public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (++depth_ > kMaxHeaderNesting) {
-          fail(Errc::kSafetensorsBadHeader,
-               fmt::format("the JSON header nests deeper than {} levels", kMaxHeaderNesting));
-        }
-        keys_.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        --depth_;
-        keys_.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        auto key = parsed.get<std::string>();
-        if (!keys_.back().insert(key).second) {
-          fail(Errc::kSafetensorsBadHeader,
-               fmt::format("the JSON header has the key '{}' twice in one object", key));
-        }
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
+  bool null() override { return true; }
+  bool boolean(bool /*value*/) override { return true; }
+  bool number_integer(number_integer_t /*value*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
+  bool string(string_t& /*value*/) override { return true; }
+  bool binary(binary_t& /*value*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    enter();
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second) {
+      fail(Errc::kSafetensorsBadHeader,
+           fmt::format("the JSON header has the key '{}' twice in one object", key));
     }
     return true;
   }
+  bool end_object() override {
+    --depth_;
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    enter();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  // The DOM parse that follows reports the fault, with its position.
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*error*/) override {
+    return false;
+  }
 
  private:
+  void enter() {
+    if (++depth_ > kMaxHeaderNesting) {
+      fail(Errc::kSafetensorsBadHeader,
+           fmt::format("the JSON header nests deeper than {} levels", kMaxHeaderNesting));
+    }
+  }
+
   int depth_ = 0;
   std::vector<std::set<std::string>> keys_;
 };
@@ -264,7 +282,9 @@ Header Header::parse(std::span<const std::byte> file) {
   json root;
   try {
     const auto* begin = reinterpret_cast<const char*>(text.data());
-    root = json::parse(begin, begin + text.size(), StrictnessCheck{});
+    StrictnessCheck check;
+    (void)json::sax_parse(begin, begin + text.size(), &check);
+    root = json::parse(begin, begin + text.size());
   } catch (const json::parse_error& e) {
     // e.byte counts from 1: the offending byte's position in the header.
     const std::uint64_t position = e.byte > 0 ? e.byte - 1 : 0;
