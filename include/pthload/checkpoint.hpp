@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pthload/export.hpp"
@@ -24,8 +25,9 @@ enum class Format : std::uint8_t {
   kZip,          ///< torch.save since 1.6
   kLegacy,       ///< torch.save before 1.6, or _use_new_zipfile_serialization=False
   kTorchScript,  ///< torch.jit.save
+  kSafetensors,  ///< a safetensors file (huggingface/safetensors, safetensors.torch.save_file)
 };
-/// "zip", "legacy", "torchscript".
+/// "zip", "legacy", "torchscript", "safetensors".
 [[nodiscard]] PTHLOAD_API std::string_view format_name(Format format) noexcept;
 
 /// A value that looks like a tensor but is left opaque, and why: a numpy object array, a numpy
@@ -65,6 +67,10 @@ class PTHLOAD_API Checkpoint {
   [[nodiscard]] std::span<const OpaqueValue> opaque_values() const noexcept;
   /// Every storage, in the order the pickle first refers to them.
   [[nodiscard]] std::span<const std::shared_ptr<Storage>> storages() const noexcept;
+  /// The file's own string metadata, sorted by key: a safetensors header's `__metadata__`
+  /// ({"format": "pt"} from safetensors.torch). Empty for torch.save files, which have none.
+  /// Valid while the Checkpoint lives.
+  [[nodiscard]] std::span<const std::pair<std::string, std::string>> metadata() const noexcept;
   /// The storages and storage records that no tensor of tensors() uses, in file order; empty
   /// for the checkpoints torch.save writes of tensors. Valid while the Checkpoint lives.
   [[nodiscard]] std::span<const UnusedStorage> unused_storages() const noexcept;

@@ -12,8 +12,9 @@
 namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
-/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 9xx the C API and DLPack.
-/// Never renumbered once released; the C API returns them unchanged (0 = ok).
+/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors, 8xx sets
+/// of files (shards), 9xx the C API and DLPack. Never renumbered once released; the C API
+/// returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -105,6 +106,29 @@ enum class Errc : int {
   kLegacyViewOutOfRange = 607,
   kLegacyTarUnsupported = 608,
   kLegacyStorageSizeMismatch = 609,
+
+  // 7xx: safetensors files (huggingface/safetensors).
+  kSafetensorsTruncated = 700,
+  kSafetensorsHeaderTooLarge = 701,
+  kSafetensorsBadHeader = 702,
+  kSafetensorsBadMetadata = 703,
+  kSafetensorsBadTensorInfo = 704,
+  kSafetensorsUnknownDtype = 705,
+  kSafetensorsUnsupportedDtype = 706,
+  kSafetensorsSizeOverflow = 707,
+  kSafetensorsSizeMismatch = 708,
+  kSafetensorsTensorsOverlap = 709,
+  kSafetensorsDataGap = 710,
+  kSafetensorsTensorOutOfBounds = 711,
+
+  // 8xx: sets of files (a sharded checkpoint's index and its shards).
+  kShardIndexBad = 800,
+  kShardNameUnsafe = 801,
+  kShardNoIndex = 802,
+  kShardTensorMissing = 803,
+  kShardTensorUnlisted = 804,
+  kShardMixedFormats = 805,
+  kShardRecordCompressed = 806,
 
   // 9xx: the embedding interfaces (pthload.h, dlpack.hpp).
   kCapiInvalidArgument = 900,

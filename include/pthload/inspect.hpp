@@ -25,6 +25,7 @@ struct TreeOptions {
 /// text, exactly as it was pickled: rebuild calls, persistent ids and every unknown global's
 /// call with its arguments and state, so nothing the file asks for is hidden. Nothing is run.
 /// A value reached twice prints once, then as `<ref #N>` (`<cycle #N>` from inside itself).
+/// Empty for a file without a pickle (safetensors).
 [[nodiscard]] PTHLOAD_API std::string object_tree(const Checkpoint& checkpoint,
                                                   const TreeOptions& options = {});
 
@@ -38,7 +39,8 @@ struct GlobalReference {
   bool interpreted = false;
 };
 
-/// Every distinct global named by the main pickle, sorted by module then name.
+/// Every distinct global named by the main pickle, sorted by module then name; none for a file
+/// without a pickle (safetensors).
 [[nodiscard]] PTHLOAD_API std::vector<GlobalReference> referenced_globals(
     const Checkpoint& checkpoint);
 

@@ -11,9 +11,12 @@
 #include "common/mapped_file.hpp"
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
+#include "safetensors/header.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
+#include "torch/other_formats.hpp"
+#include "torch/shards.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
 #include "torch/torchscript.hpp"
@@ -29,12 +32,21 @@ bool starts_with(std::span<const std::byte> bytes, std::span<const std::byte> pr
          std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
 }
 
-// A legacy stream opens with the pickle of its magic number: PROTO then the LONG1 (protocol 2,
-// torch's default) or a FRAME (protocols 4 and 5, which torch.save(pickle_protocol=...) allows).
-// Anything else starting with PROTO is also handed to the legacy reader, whose magic number
-// check then explains what is wrong, as torch.load's does.
+// A legacy stream opens with the pickle of its magic number (torch.save(pickle_protocol=...)
+// chooses its protocol). Protocols 2 to 5 begin it with PROTO (0x80): anything else starting
+// with PROTO is also handed to the legacy reader, whose magic number check then explains what is
+// wrong, as torch.load's does. Protocols 0 and 1 have no PROTO and write the number as a text
+// LONG, "L119547037146038801333356L\n" (pickle.py save_long), which torch.load reads too.
 bool is_legacy_stream(std::span<const std::byte> bytes) {
-  return !bytes.empty() && bytes[0] == std::byte{0x80};
+  if (bytes.empty()) return false;
+  if (bytes[0] == std::byte{0x80}) return true;
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
+                              std::min<std::size_t>(bytes.size(), 64));
+  if (text[0] != 'L') return false;
+  const auto digits_end = text.find_first_not_of("0123456789", 1);
+  if (digits_end == 1 || digits_end == std::string_view::npos) return false;
+  const auto line_end = text[digits_end] == 'L' ? digits_end + 1 : digits_end;
+  return line_end < text.size() && text[line_end] == '\n';
 }
 
 // A POSIX tar header has "ustar" at offset 257 (torch ≤ 0.1.x wrote checkpoints as tar files).
@@ -128,6 +140,8 @@ std::string_view format_name(Format format) noexcept {
       return "legacy";
     case Format::kTorchScript:
       return "torchscript";
+    case Format::kSafetensors:
+      return "safetensors";
   }
   return "unknown";
 }
@@ -149,6 +163,9 @@ std::span<const OpaqueValue> Checkpoint::opaque_values() const noexcept {
 }
 std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
   return state_->storages;
+}
+std::span<const std::pair<std::string, std::string>> Checkpoint::metadata() const noexcept {
+  return state_->metadata;
 }
 std::span<const UnusedStorage> Checkpoint::unused_storages() const noexcept {
   return state_->unused_storages;
@@ -176,7 +193,22 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
     const auto bytes = state->file->bytes();
     if (starts_with(bytes, kZipMagic)) {
       state->format = Format::kZip;
-      open_zip(*state, options);
+      try {
+        open_zip(*state, options);
+      } catch (FormatError& e) {
+        // A zip without torch's records may be another tool's archive: say which.
+        const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
+                               ? torch::foreign_zip_format(*state->archive)
+                               : std::nullopt;
+        if (!other) throw;
+        throw FormatError(Errc::kTorchUnsupportedFormat,
+                          fmt::format("not a PyTorch checkpoint: this is {}", *other),
+                          {.offset = 0});
+      }
+    } else if (safetensors::looks_like_safetensors(bytes)) {
+      // Before the legacy check: a header size of 128 + 256k makes the first byte 0x80.
+      state->format = Format::kSafetensors;
+      torch::open_safetensors(*state);
     } else if (is_legacy_stream(bytes)) {
       state->format = Format::kLegacy;
       open_legacy(*state, options);
@@ -187,10 +219,13 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                              "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
                              "which pthload does not read; load it with torch and save it again",
                              {.offset = 0});
+    } else if (const auto other = torch::foreign_format(bytes)) {
+      throw FormatError(Errc::kTorchUnsupportedFormat,
+                        fmt::format("not a PyTorch checkpoint: this is {}", *other), {.offset = 0});
     } else {
       throw FormatError(Errc::kTorchUnsupportedFormat,
-                        "not a PyTorch checkpoint: neither a zip archive nor a legacy torch.save "
-                        "stream",
+                        "not a PyTorch checkpoint: neither a zip archive, a legacy torch.save "
+                        "stream nor a safetensors file",
                         {.offset = 0});
     }
     torch::record_unused_storages(*state);
@@ -204,6 +239,8 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 }  // namespace torch
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
+  // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
+  if (const auto index = torch::shard_index_of(path)) return torch::open_sharded(*index, options);
   std::shared_ptr<const common::MappedFile> file;
   try {
     file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));

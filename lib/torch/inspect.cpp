@@ -91,12 +91,14 @@ std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options
   print_options.max_depth = options.max_depth;
   print_options.max_items = options.max_items;
   print_options.max_string = options.max_string;
+  if (state.pickle.root == nullptr) return {};  // a safetensors file has no pickle
   return pickle::print(*state.pickle.root, print_options);
 }
 
 std::vector<GlobalReference> referenced_globals(const Checkpoint& checkpoint) {
   const auto& state = checkpoint.state();
   std::vector<GlobalReference> globals;
+  if (state.pickle.root == nullptr) return globals;  // a safetensors file has no pickle
   for_each_value(*state.pickle.root, [&](const Value& value) {
     if (!value.is(Kind::kGlobal)) return;
     globals.push_back(

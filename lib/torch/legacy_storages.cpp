@@ -75,6 +75,7 @@ std::optional<ViewMetadata> view_metadata(const Value& value) {
 }  // namespace
 
 const Value* LegacyStorages::on_persistent_id(const Value& id) {
+  refuse_text_persistent_id(id);
   const auto items = id.items();
   if (!id.is(Kind::kTuple) || items.empty()) bad_id("not a tuple");
   // A pickled nn.Module class with its source: torch returns the class, for us an opaque value.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -105,6 +106,10 @@ struct CheckpointState {
   std::vector<std::shared_ptr<Storage>> storages;
   std::vector<NamedTensor> tensors;
   std::vector<OpaqueValue> opaque_values;
+  /// The format's own string metadata (a safetensors header's __metadata__), sorted by key.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  /// A sharded checkpoint's shards, whose tensors and storages moved here (torch/shards.hpp).
+  std::vector<Checkpoint> shards;
   std::vector<UnusedStorage> unused_storages;
   /// Storages a listed tensor is made from without viewing them: a nested tensor's buffer (it
   /// may have no component) and its sizes, strides and offsets tensors.

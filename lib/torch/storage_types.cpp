@@ -2,8 +2,12 @@
 // TorchScript pickler's `<ScalarType>Storage` names from c10/core/ScalarType.h).
 #include "torch/storage_types.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <utility>
+
+#include "pthload/error.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -47,6 +51,15 @@ std::optional<Dtype> storage_type_dtype(std::string_view name) noexcept {
     if (storage_name == name) return dtype;
   }
   return std::nullopt;
+}
+
+void refuse_text_persistent_id(const pickle::Value& id) {
+  if (!id.is(pickle::Kind::kString) && !id.is(pickle::Kind::kPython2String)) return;
+  throw FormatError(Errc::kTorchBadPersistentId,
+                    fmt::format("persistent id is the text '{}', not a tuple: pickle protocol 0 "
+                                "writes torch's storage ids as text, which torch.load cannot "
+                                "read either (save with pickle_protocol 1 or higher)",
+                                id.as_string().substr(0, 60)));
 }
 
 }  // namespace pthload::torch

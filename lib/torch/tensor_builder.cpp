@@ -171,6 +171,7 @@ StorageRef TensorBuilder::storage_of(const Value& persistent) {
   if (legacy_ != nullptr) return legacy_->storage_of(persistent.persistent_id());
   // ('storage', storage_type, key, location, numel) — torch/serialization.py _save.
   const Value& id = persistent.persistent_id();
+  refuse_text_persistent_id(id);
   const auto fields = id.items();
   if (!id.is(Kind::kTuple) || fields.size() < 5 || !fields[0]->is(Kind::kString) ||
       fields[0]->as_string() != "storage") {

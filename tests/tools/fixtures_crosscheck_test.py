@@ -5,7 +5,10 @@
 
 FIXTURES_DIR is tests/fixtures (or tests/fixtures/torch). For every torch/**/*.pt that has a
 committed <name>.expected.json(.gz) (written by tests/fixtures/make_torch_fixtures.py with
-tools/torch_dump.py), `PTHINSPECT ls --json --checksum FILE` must print the same tensors
+tools/torch_dump.py), and every safetensors/**/*.safetensors with a committed
+<name>.safetensors.expected.json (what Python's safetensors read back, written by
+tests/fixtures/make_safetensors_fixtures.py), `PTHINSPECT ls --json --checksum FILE` must print
+the same tensors
 (tools/torch_crosscheck.py's compare: names in order, dtype, shape, stride, storage_offset,
 storage, location, nbytes, xxh3, the same sharing of storages, and where the expected JSON has
 "unused_storages", the same keys there). For those files `PTHINSPECT ls FILE` must also warn on
@@ -90,6 +93,11 @@ def main(argv):
         else fixtures
     files = sorted(p for p in glob.glob(os.path.join(root, "**", "*.pt"), recursive=True)
                    if torch_crosscheck.expected_path(p))
+    # Files written by Python's safetensors, with what safe_open read back from them
+    # (tests/fixtures/make_safetensors_fixtures.py): <name>.safetensors.expected.json.
+    files += sorted(p for p in glob.glob(os.path.join(root, "..", "safetensors", "**",
+                                                      "*.safetensors"), recursive=True)
+                    if torch_crosscheck.expected_path(p))
     if not files:
         print(f"no fixtures with expected JSON under {root}", file=sys.stderr)
         return 1

@@ -1,0 +1,172 @@
+// Composing a sharded checkpoint's shards into one Checkpoint (transformers' index format:
+// modeling_utils.load_sharded_checkpoint reads each shard whole; docs/accepted-input.md).
+#include "torch/shards.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <system_error>
+
+#include "common/mapped_file.hpp"
+#include "pthload/error.hpp"
+#include "safetensors/index.hpp"
+#include "torch/open.hpp"
+#include "torch/state.hpp"
+
+namespace pthload::torch {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kIndexSuffix = ".index.json";
+
+bool is_index_name(const fs::path& path) {
+  return path.filename().string().ends_with(kIndexSuffix);
+}
+
+// The storage's bytes as a range of its shard's file, so that placement, which reads ranges of
+// any file, needs no shard of its own. Zip records become ranges when stored (torch.save never
+// compresses them); a deflated one would need its shard's archive.
+void point_at_shard_file(detail::StorageState& storage,
+                         const std::shared_ptr<const common::MappedFile>& shard_file) {
+  if (storage.record != nullptr) {
+    const zip::Entry& record = *storage.record;
+    if (record.method != 0 || record.compressed_size != record.uncompressed_size ||
+        storage.nbytes > record.uncompressed_size) {
+      throw UnsupportedError(Errc::kShardRecordCompressed,
+                             fmt::format("storage record {} is compressed: pthload reads the "
+                                         "records of a shard only as torch.save writes them, "
+                                         "stored",
+                                         record.name),
+                             {.record = record.name});
+    }
+    storage.file_range =
+        detail::FileRange{.offset = record.data_offset, .size = storage.nbytes, .file = shard_file};
+    storage.record = nullptr;
+  } else if (storage.file_range && !storage.file_range->file) {
+    storage.file_range->file = shard_file;
+  }
+}
+
+}  // namespace
+
+std::optional<fs::path> shard_index_of(const fs::path& path) {
+  std::error_code ignored;  // a path that is not there is no directory: open() will say so
+  if (!fs::is_directory(path, ignored)) {
+    if (is_index_name(path)) return path;
+    return std::nullopt;
+  }
+  for (const char* name : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+    if (fs::is_regular_file(path / name, ignored)) return path / name;
+  }
+  std::vector<fs::path> indexes;
+  std::vector<std::string> files;
+  // Without exceptions: a filesystem_error is no pthload::Error.
+  std::error_code error;
+  for (fs::directory_iterator it(path, error); !error && it != fs::directory_iterator();
+       it.increment(error)) {
+    if (!it->is_regular_file(ignored)) continue;
+    if (is_index_name(it->path())) indexes.push_back(it->path());
+    files.push_back(it->path().filename().string());
+  }
+  if (error) {
+    throw IoError(Errc::kIoOpenFailed,
+                  fmt::format("cannot list the directory: {}", error.message()),
+                  {.path = path.string()});
+  }
+  if (indexes.size() == 1) return indexes.front();
+  std::sort(files.begin(), files.end());
+  throw FormatError(
+      Errc::kShardNoIndex,
+      indexes.empty()
+          ? fmt::format(
+                "the directory holds no model.safetensors.index.json or "
+                "pytorch_model.bin.index.json{}",
+                files.size() == 1 ? fmt::format(" (only '{}': open that file)", files[0]) : "")
+          : fmt::format("the directory holds {} *.index.json files and no "
+                        "model.safetensors.index.json or pytorch_model.bin.index.json: open one",
+                        indexes.size()),
+      {.path = path.string()});
+}
+
+Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
+  auto state = std::make_unique<detail::CheckpointState>();
+  state->path = index_path.string();
+  try {
+    state->file = std::make_shared<const common::MappedFile>(common::MappedFile::open(index_path));
+    const auto index = safetensors::parse_index(state->file->bytes());
+    state->metadata = index.metadata;
+
+    // Which shard each tensor belongs to, by name: the index's word, checked against the shards.
+    std::map<std::string_view, std::string_view> shard_of;
+    for (const auto& [name, shard] : index.weight_map)
+      shard_of.emplace(name, shard);
+    std::map<std::string_view, std::size_t> found_in_shard;
+
+    std::optional<Format> format;
+    for (const auto& shard : index.shards) {
+      const fs::path shard_path = index_path.parent_path() / shard;
+      try {
+        auto file =
+            std::make_shared<const common::MappedFile>(common::MappedFile::open(shard_path));
+        Checkpoint part = open_mapped(file, shard_path.string(), options);
+        auto& part_state = part.state();
+        if (format && *format != part_state.format) {
+          throw FormatError(Errc::kShardMixedFormats,
+                            fmt::format("this shard is a {} file, the shards before it {}",
+                                        format_name(part_state.format), format_name(*format)));
+        }
+        format = part_state.format;
+        for (const auto& named : part_state.tensors) {
+          const auto listed = shard_of.find(named.name);
+          if (listed == shard_of.end() || listed->second != shard) {
+            throw FormatError(
+                Errc::kShardTensorUnlisted,
+                listed == shard_of.end()
+                    ? fmt::format("tensor '{}' is in this shard but not in the index", named.name)
+                    : fmt::format("tensor '{}' is in this shard, but the index puts it in '{}'",
+                                  named.name, listed->second));
+          }
+          ++found_in_shard[listed->first];
+        }
+        for (const auto& storage : part_state.storages) {
+          point_at_shard_file(storage->state(), file);
+        }
+        std::move(part_state.tensors.begin(), part_state.tensors.end(),
+                  std::back_inserter(state->tensors));
+        std::move(part_state.storages.begin(), part_state.storages.end(),
+                  std::back_inserter(state->storages));
+        std::move(part_state.opaque_values.begin(), part_state.opaque_values.end(),
+                  std::back_inserter(state->opaque_values));
+        std::move(part_state.unused_storages.begin(), part_state.unused_storages.end(),
+                  std::back_inserter(state->unused_storages));
+        state->metadata_storages.insert(state->metadata_storages.end(),
+                                        part_state.metadata_storages.begin(),
+                                        part_state.metadata_storages.end());
+        // The shard's pickle and archive stay alive with the checkpoint: nothing moved out of
+        // them points in, but a shard is cheap to keep.
+        state->shards.push_back(std::move(part));
+      } catch (Error& e) {
+        if (e.context().path.empty()) e.context().path = shard_path.string();
+        throw;
+      }
+    }
+    for (const auto& [name, shard] : index.weight_map) {
+      if (!found_in_shard.contains(name)) {
+        throw FormatError(Errc::kShardTensorMissing,
+                          fmt::format("the index puts tensor '{}' in '{}', which has no tensor of "
+                                      "that name",
+                                      name, shard),
+                          {.path = (index_path.parent_path() / shard).string()});
+      }
+    }
+    state->format = format.value_or(Format::kSafetensors);
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = state->path;
+    throw;
+  }
+  return Checkpoint(std::move(state));
+}
+
+}  // namespace pthload::torch

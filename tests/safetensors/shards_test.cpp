@@ -1,0 +1,232 @@
+// Sharded checkpoints: an index (model.safetensors.index.json, pytorch_model.bin.index.json) and
+// its shards open as one Checkpoint, from the index file or its directory; what the index and the
+// shards must agree on, one case per refusal; and the shards written the way transformers'
+// save_pretrained(max_shard_size=...) writes them (tests/fixtures/make_shard_fixtures.py)
+// against the same state dict saved whole.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "safetensors/safetensors_builder.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/error_code.hpp"
+
+using pthload::Errc;
+using pthload::test::error_code_of;
+namespace fs = std::filesystem;
+namespace sb = pthload::test::safetensors_build;
+
+namespace {
+
+const fs::path kFixtures = fs::path(PTHLOAD_FIXTURES_DIR) / "shards";
+
+// A temporary directory, removed with what it holds.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            ("pthload_shards_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() { fs::remove_all(path_); }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+  void write(const std::string& name, std::string_view text) const {
+    std::ofstream(path_ / name, std::ios::binary)
+        .write(text.data(), static_cast<std::streamsize>(text.size()));
+  }
+  void write(const std::string& name, const std::vector<std::byte>& bytes) const {
+    write(name, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+
+ private:
+  fs::path path_;
+};
+
+// A safetensors shard of uint8 tensors [4] named `names`.
+std::vector<std::byte> shard(std::initializer_list<std::string> names) {
+  std::string header = "{";
+  std::uint64_t offset = 0;
+  for (const auto& name : names) {
+    if (offset != 0) header += ",";
+    header += sb::tensor(name, "U8", "[4]", offset, offset + 4);
+    offset += 4;
+  }
+  return sb::file(header + "}", std::string(offset, 'x'));
+}
+
+std::string index_of(const std::string& weight_map) {
+  return R"({"metadata":{"total_size":12},"weight_map":{)" + weight_map + "}}";
+}
+
+// Two shards: a = {x, y}, b = {z}, and the index that says so.
+void write_two_shards(const TempDir& dir,
+                      const std::string& weight_map = R"("x":"a.safetensors","y":"a.safetensors",)"
+                                                      R"("z":"b.safetensors")") {
+  dir.write("a.safetensors", shard({"x", "y"}));
+  dir.write("b.safetensors", shard({"z"}));
+  dir.write("model.safetensors.index.json", index_of(weight_map));
+}
+
+Errc open_code(const fs::path& path) {
+  return error_code_of([&] { (void)pthload::open(path); });
+}
+
+using Summary =
+    std::map<std::string, std::tuple<pthload::Dtype, std::vector<std::int64_t>, std::uint64_t>>;
+
+// Each tensor's dtype, shape and checksum, by name.
+Summary summary(const pthload::Checkpoint& checkpoint) {
+  Summary out;
+  for (const auto& named : checkpoint.tensors()) {
+    const auto sizes = named.tensor.sizes();
+    out[named.name] = {
+        named.tensor.dtype(), {sizes.begin(), sizes.end()}, named.tensor.content_checksum()};
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shards: an index and its shards open as one checkpoint, from the file or the folder") {
+  const TempDir dir;
+  write_two_shards(dir);
+  for (const auto& path : {dir.path(), dir.path() / "model.safetensors.index.json"}) {
+    INFO(path.string());
+    const auto checkpoint = pthload::load(path);
+    CHECK(checkpoint.format() == pthload::Format::kSafetensors);
+    REQUIRE(checkpoint.tensors().size() == 3);
+    // Shards in name order, each in its own order.
+    CHECK(checkpoint.tensors()[0].name == "x");
+    CHECK(checkpoint.tensors()[1].name == "y");
+    CHECK(checkpoint.tensors()[2].name == "z");
+    CHECK(checkpoint.storages().size() == 3);
+    CHECK(checkpoint.tensor("z").storage().is_placed());
+    CHECK(checkpoint.tensor("z").contiguous_bytes().size() == 4);
+    REQUIRE(checkpoint.metadata().size() == 1);
+    CHECK(checkpoint.metadata()[0] == std::pair<std::string, std::string>{"total_size", "12"});
+  }
+}
+
+TEST_CASE("shards: a folder's only *.index.json is its index") {
+  const TempDir dir;
+  write_two_shards(dir);
+  fs::rename(dir.path() / "model.safetensors.index.json", dir.path() / "weights.index.json");
+  CHECK(pthload::open(dir.path()).tensors().size() == 3);
+}
+
+TEST_CASE("shards: a folder without an index is refused, naming a lone checkpoint in it") {
+  const TempDir dir;
+  CHECK(open_code(dir.path()) == Errc::kShardNoIndex);
+  dir.write("model.safetensors", shard({"x"}));
+  try {
+    (void)pthload::open(dir.path());
+    FAIL("opened");
+  } catch (const pthload::FormatError& e) {
+    CHECK(e.code() == Errc::kShardNoIndex);
+    CHECK(std::string(e.what()).find("model.safetensors") != std::string::npos);
+  }
+}
+
+TEST_CASE("shards: an index that is no JSON object with a weight_map of names is refused") {
+  const TempDir dir;
+  dir.write("a.index.json", "{\"weight_map\": ");
+  CHECK(open_code(dir.path() / "a.index.json") == Errc::kShardIndexBad);
+  dir.write("b.index.json", R"({"metadata":{}})");
+  CHECK(open_code(dir.path() / "b.index.json") == Errc::kShardIndexBad);
+  dir.write("c.index.json", R"({"weight_map":{"x":3}})");
+  CHECK(open_code(dir.path() / "c.index.json") == Errc::kShardIndexBad);
+  dir.write("d.index.json", R"(["weight_map"])");
+  CHECK(open_code(dir.path() / "d.index.json") == Errc::kShardIndexBad);
+}
+
+TEST_CASE("shards: a shard name that is not a plain file name beside the index is refused") {
+  const TempDir dir;
+  for (const std::string name :
+       {"../a.safetensors", "/etc/passwd", "sub/a.safetensors", "..", "a\\\\b.safetensors", ""}) {
+    INFO(name);
+    dir.write("model.safetensors.index.json", index_of(R"("x":")" + name + "\""));
+    CHECK(open_code(dir.path()) == Errc::kShardNameUnsafe);
+  }
+}
+
+TEST_CASE("shards: a tensor the index lists that its shard lacks is refused") {
+  const TempDir dir;
+  write_two_shards(dir, R"("x":"a.safetensors","y":"a.safetensors","z":"b.safetensors",)"
+                        R"("w":"b.safetensors")");
+  CHECK(open_code(dir.path()) == Errc::kShardTensorMissing);
+}
+
+TEST_CASE("shards: a tensor of a shard that the index does not list there is refused") {
+  const TempDir dir;
+  write_two_shards(dir, R"("x":"a.safetensors","z":"b.safetensors")");  // y: not listed
+  CHECK(open_code(dir.path()) == Errc::kShardTensorUnlisted);
+  write_two_shards(dir, R"("x":"a.safetensors","y":"b.safetensors","z":"b.safetensors")");
+  CHECK(open_code(dir.path()) == Errc::kShardTensorUnlisted);
+}
+
+TEST_CASE("shards: shards of different formats are refused") {
+  const TempDir dir;
+  dir.write("a.safetensors", shard({"x"}));
+  fs::copy_file(kFixtures / "bin" / "pytorch_model-00004-of-00004.bin", dir.path() / "b.bin");
+  dir.write("model.safetensors.index.json",
+            index_of(R"("x":"a.safetensors","model.step":"b.bin")"));
+  CHECK(open_code(dir.path()) == Errc::kShardMixedFormats);
+}
+
+TEST_CASE("shards: a missing shard is an I/O error naming the shard") {
+  const TempDir dir;
+  write_two_shards(dir);
+  fs::remove(dir.path() / "b.safetensors");
+  try {
+    (void)pthload::open(dir.path());
+    FAIL("opened");
+  } catch (const pthload::IoError& e) {
+    CHECK(e.context().path == (dir.path() / "b.safetensors").string());
+  }
+}
+
+TEST_CASE("shards: a broken shard's error names the shard") {
+  const TempDir dir;
+  write_two_shards(dir);
+  dir.write("b.safetensors", "not a checkpoint at all");
+  try {
+    (void)pthload::open(dir.path());
+    FAIL("opened");
+  } catch (const pthload::Error& e) {
+    CHECK(e.context().path == (dir.path() / "b.safetensors").string());
+  }
+}
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("shards: save_pretrained-style shards give the state dict saved whole") {
+    const auto whole = summary(pthload::load(kFixtures / "whole.safetensors"));
+    CHECK(whole.size() == 8);
+    CHECK(summary(pthload::load(kFixtures / "whole.pt")) == whole);
+    for (const auto& [folder, index, format] :
+         {std::tuple{"safetensors", "model.safetensors.index.json", pthload::Format::kSafetensors},
+          std::tuple{"bin", "pytorch_model.bin.index.json", pthload::Format::kZip}}) {
+      INFO(folder);
+      for (const bool copy : {false, true}) {
+        const auto from_folder = pthload::load(kFixtures / folder, {.copy = copy});
+        CHECK(from_folder.format() == format);
+        CHECK(summary(from_folder) == whole);
+        CHECK(from_folder.storages().size() == 8);
+        CHECK(from_folder.tensor("lm_head.weight").storage().is_file_view() == !copy);
+        REQUIRE(from_folder.metadata().size() == 1);
+        CHECK(from_folder.metadata()[0].second == "520");
+      }
+      CHECK(summary(pthload::load(kFixtures / folder / index)) == whole);
+    }
+  }
+}
