@@ -264,6 +264,52 @@ if result.returncode == 1:
 result = run("diff", known, os.path.join(tmp, "missing.pt"))
 check(result.returncode == 2 and b"missing.pt" in result.stderr, f"diff missing file: {result}")
 
+# ---- views larger than one chunk (4 MiB): read box by box in storage order ----
+rows, cols = 1024, 2048
+values = [float((i * 7919) % 1000) - 500.0 for i in range(rows * cols)]
+big_storage = struct.pack(f"<{rows * cols}f", *values)
+transposed = [values[r * cols + c] for c in range(cols) for r in range(rows)]
+big_a = os.path.join(tmp, "big_a.pt")
+with open(big_a, "wb") as f:
+    f.write(ckpt.checkpoint([("t", "0", 0, [cols, rows], [1, cols]),
+                             ("s", "0", 1, [rows, cols // 2], [cols, 2])],
+                            {"0": ("float32", big_storage)}))
+changed_t = list(transposed)
+changed_t[-5] += 0.25
+big_b = os.path.join(tmp, "big_b.pt")
+with open(big_b, "wb") as f:
+    f.write(ckpt.checkpoint([("t", "0", 0, [cols, rows], [rows, 1]),
+                             ("s", "1", 0, [rows, cols // 2], [cols // 2, 1])],
+                            {"0": ("float32", struct.pack(f"<{rows * cols}f", *changed_t)),
+                             "1": ("float32", struct.pack(
+                                 f"<{rows * cols // 2}f",
+                                 *[values[r * cols + 1 + 2 * c] for r in range(rows)
+                                   for c in range(cols // 2)]))}))
+result = run("diff", "--json", big_a, big_b)
+check(result.returncode == 1, f"diff big: exit {result.returncode}: {result.stderr!r}")
+if result.returncode == 1:
+    d = json.loads(result.stdout)
+    check(d["same"] == 1 and [c["name"] for c in d["changed"]] == ["t"] and
+          d["changed"][0].get("max_abs_diff") == 0.25, f"diff big: {d}")
+out = os.path.join(tmp, "big.safetensors")
+result = run("export", big_a, "--to", "safetensors", out)
+check(result.returncode == 0, f"export big: {result}")
+if result.returncode == 0:
+    rewrap([out], out + ".pt")
+    want, back = checksums(big_a), checksums(out + ".pt")
+    for name in ("t", "s"):
+        check(back[name]["xxh3"] == want[name]["xxh3"], f"export big: '{name}' differs")
+    with open(out, "rb") as f:
+        header, data = ckpt.read_safetensors(out)
+    begin, end = header["t"]["data_offsets"]
+    check(data[begin:end] == struct.pack(f"<{rows * cols}f", *transposed),
+          "export big: the transposed view's bytes are not its row-major elements")
+result = run("stat", "--json", big_a, "t")
+if result.returncode == 0:
+    s = json.loads(result.stdout)["tensors"][0]
+    check(math.isclose(s["mean"], sum(values) / len(values), abs_tol=1e-9) and
+          s["min"] == min(values) and s["max"] == max(values), f"stat big: {s}")
+
 # ---- verify ----
 result = run("verify", os.path.join(FIXTURES, "sample.pt"))
 check(result.returncode == 0 and b"ok" in result.stdout, f"verify sample.pt: {result}")

@@ -67,25 +67,34 @@ void numeric_difference(const pthload::Tensor& a, const pthload::Tensor& b, Chan
   std::vector<double> values_b;
   double max_abs = 0;
   double max_rel = 0;
+  // Chunks of the two tensors need not be the same length (a strided view's are boxes):
+  // values left over from one side wait for the other side's next chunk.
+  std::size_t at_a = 0;
+  std::size_t at_b = 0;
   for (;;) {
-    const auto chunk_a = reader_a.next(kElements * pthload::element_size(a.dtype()));
-    decode(a.dtype(), chunk_a, values_a);
-    const auto chunk_b = reader_b.next(kElements * pthload::element_size(b.dtype()));
-    decode(b.dtype(), chunk_b, values_b);
-    if (values_a.empty() || values_a.size() != values_b.size()) break;
-    for (std::size_t i = 0; i < values_a.size(); i += 2) {
-      const double re = values_a[i] - values_b[i];
-      const double im = values_a[i + 1] - values_b[i + 1];
-      const bool same =
-          (values_a[i] == values_b[i] || (std::isnan(values_a[i]) && std::isnan(values_b[i]))) &&
-          (values_a[i + 1] == values_b[i + 1] ||
-           (std::isnan(values_a[i + 1]) && std::isnan(values_b[i + 1])));
+    if (at_a == values_a.size()) {
+      decode(a.dtype(), reader_a.next(kElements * pthload::element_size(a.dtype())), values_a);
+      at_a = 0;
+    }
+    if (at_b == values_b.size()) {
+      decode(b.dtype(), reader_b.next(kElements * pthload::element_size(b.dtype())), values_b);
+      at_b = 0;
+    }
+    if (values_a.empty() || values_b.empty()) break;
+    for (; at_a < values_a.size() && at_b < values_b.size(); at_a += 2, at_b += 2) {
+      const double ar = values_a[at_a];
+      const double ai = values_a[at_a + 1];
+      const double br = values_b[at_b];
+      const double bi = values_b[at_b + 1];
+      const bool same = (ar == br || (std::isnan(ar) && std::isnan(br))) &&
+                        (ai == bi || (std::isnan(ai) && std::isnan(bi)));
       if (same) continue;
+      const double re = ar - br;
+      const double im = ai - bi;
       const double diff = std::isfinite(re) && std::isfinite(im)
                               ? std::hypot(re, im)
                               : std::numeric_limits<double>::infinity();
-      const double scale = std::max(std::hypot(values_a[i], values_a[i + 1]),
-                                    std::hypot(values_b[i], values_b[i + 1]));
+      const double scale = std::max(std::hypot(ar, ai), std::hypot(br, bi));
       max_abs = std::max(max_abs, diff);
       max_rel = std::max(max_rel, scale > 0 && std::isfinite(scale)
                                       ? diff / scale

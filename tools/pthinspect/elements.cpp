@@ -65,42 +65,110 @@ std::span<const std::byte> ElementReader::next(std::size_t max_bytes) {
     previous_ = chunk;
     return chunk;
   }
-  // A strided view: walk the index row-major, copying runs along the last dimension.
-  buffer_.resize(want);
+  return next_box(want / element_size_);
+}
+
+// A strided view is read one box of its index space at a time: the trailing dimensions that fit
+// whole, and a range of the one before. Inside the box the loops run in the storage's order
+// (largest stride outermost), so the storage is read front to back whatever the view's order:
+// a transposed matrix row by row, not a page in every row per output row. That keeps the pages
+// touched between two releases few (the kernel maps neighbouring pages of a fault too).
+std::span<const std::byte> ElementReader::next_box(std::uint64_t elements_wanted) {
   const auto sizes = tensor_.sizes();
   const auto strides = tensor_.strides();
-  const std::size_t last = sizes.size() - 1;
-  const std::byte* base = tensor_.data();
-  std::size_t filled = 0;
-  while (filled < want) {
-    std::int64_t offset = 0;
-    for (std::size_t d = 0; d < sizes.size(); ++d)
-      offset += index_[d] * strides[d];
-    const auto run = static_cast<std::size_t>(std::min<std::int64_t>(
-        sizes[last] - index_[last], static_cast<std::int64_t>((want - filled) / element_size_)));
-    if (strides[last] == 1) {
-      std::memcpy(buffer_.data() + filled, base + offset * element_size_, run * element_size_);
-    } else {
-      for (std::size_t i = 0; i < run; ++i) {
-        std::memcpy(buffer_.data() + filled + i * element_size_,
-                    base + (offset + static_cast<std::int64_t>(i) * strides[last]) * element_size_,
-                    element_size_);
-      }
+  const std::size_t n = sizes.size();
+  std::size_t first = n;  // dims [first, n) are whole in the box
+  std::uint64_t inner = 1;
+  while (first > 0 && inner * static_cast<std::uint64_t>(sizes[first - 1]) <= elements_wanted) {
+    inner *= static_cast<std::uint64_t>(sizes[first - 1]);
+    --first;
+  }
+  // Once reading has started, the outermost dim is ranged (the box continues where it was).
+  if (first == 0 && done_ > 0) {
+    first = 1;
+    inner /= static_cast<std::uint64_t>(sizes[0]);
+  }
+  // The box's dims and sizes: a range of dim first-1 (when there is one), then dims [first, n).
+  const std::size_t ranged = first > 0 ? first - 1 : 0;
+  std::vector<std::int64_t> box(n, 1);
+  for (std::size_t dim = first; dim < n; ++dim)
+    box[dim] = sizes[dim];
+  if (first > 0) {
+    box[ranged] = std::min<std::int64_t>(static_cast<std::int64_t>(elements_wanted / inner),
+                                         sizes[ranged] - index_[ranged]);
+  }
+  std::vector<std::int64_t> out_stride(n, 0);
+  std::int64_t box_elements = 1;
+  for (std::size_t dim = n; dim-- > ranged;) {
+    out_stride[dim] = box_elements;
+    box_elements *= box[dim];
+  }
+  std::int64_t base = 0;
+  for (std::size_t dim = 0; dim < n; ++dim)
+    base += index_[dim] * strides[dim];
+  // Loop order: largest stride outermost; the innermost dim copies a run when it is contiguous
+  // both in the storage and in the box.
+  std::vector<std::size_t> order;
+  for (std::size_t dim = ranged; dim < n; ++dim)
+    if (box[dim] > 1) order.push_back(dim);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return strides[a] > strides[b]; });
+  std::int64_t run = 1;
+  if (!order.empty() && strides[order.back()] == 1 && out_stride[order.back()] == 1) {
+    run = box[order.back()];
+    order.pop_back();
+  }
+
+  const std::size_t bytes = static_cast<std::size_t>(box_elements) * element_size_;
+  buffer_.resize(bytes);
+  const std::byte* data = tensor_.data();
+  std::vector<std::int64_t> position(order.size(), 0);
+  std::int64_t in = base;
+  std::int64_t out = 0;
+  std::int64_t low = in;
+  std::int64_t high = in;
+  constexpr std::int64_t kReleaseEvery = std::int64_t{1} << 16;  // elements
+  std::int64_t since_release = 0;
+  for (std::int64_t copied = 0; copied < box_elements; copied += run) {
+    std::memcpy(buffer_.data() + out * static_cast<std::int64_t>(element_size_),
+                data + in * static_cast<std::int64_t>(element_size_),
+                static_cast<std::size_t>(run) * element_size_);
+    low = std::min(low, in);
+    high = std::max(high, in + run);
+    since_release += run;
+    if (file_view_ && since_release >= kReleaseEvery) {
+      release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
+                          static_cast<std::size_t>(high - low) * element_size_});
+      low = in;
+      high = in;
+      since_release = 0;
     }
-    filled += run * element_size_;
-    index_[last] += static_cast<std::int64_t>(run);
-    for (std::size_t d = last; d > 0 && index_[d] == sizes[d]; --d) {
-      index_[d] = 0;
-      ++index_[d - 1];
+    for (std::size_t j = order.size(); j-- > 0;) {
+      const std::size_t dim = order[j];
+      in += strides[dim];
+      out += out_stride[dim];
+      if (++position[j] < box[dim]) break;
+      in -= strides[dim] * box[dim];
+      out -= out_stride[dim] * box[dim];
+      position[j] = 0;
     }
   }
-  done_ += want;
-  if (done_ == total_ && file_view_) {
-    // The view's pages are released once it is read through (its storage may be any size).
-    const auto& storage = tensor_.storage();
-    release_file_pages(storage.bytes());
+  if (file_view_) {
+    release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
+                        static_cast<std::size_t>(high - low) * element_size_});
   }
-  return buffer_;
+  // Past the box: the ranged dim moves on, carrying into the dims before it.
+  if (first == 0) {
+    done_ = total_;
+  } else {
+    index_[ranged] += box[ranged];
+    for (std::size_t dim = ranged; dim > 0 && index_[dim] == sizes[dim]; --dim) {
+      index_[dim] = 0;
+      ++index_[dim - 1];
+    }
+    done_ += bytes;
+  }
+  return {buffer_.data(), bytes};
 }
 
 }  // namespace pthinspect

@@ -32,11 +32,14 @@ class ElementReader {
   /// Every byte the tensor shows (numel × element size, packed bytes for packed dtypes).
   [[nodiscard]] std::uint64_t total_bytes() const noexcept { return total_; }
   /// The next at most `max_bytes` bytes (a whole number of elements, at least one element),
-  /// or an empty span at the end. Valid until the next call.
+  /// or an empty span at the end. Valid until the next call. Chunks of a strided view may be
+  /// shorter than asked (a box of its index space), so callers reading two tensors in step
+  /// must not assume equal chunks.
   [[nodiscard]] std::span<const std::byte> next(std::size_t max_bytes = kChunkBytes);
 
  private:
   void release_previous() noexcept;
+  std::span<const std::byte> next_box(std::uint64_t elements_wanted);
 
   pthload::Tensor tensor_;
   std::size_t element_size_;

@@ -258,6 +258,7 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
   Progress progress("export", total);
   if (shards.size() == 1) {
     write_safetensors(args.out, shards.front(), progress);
+    progress.clear();
     std::cout << fmt::format("exported {} tensors ({}) to {}\n", items.size(), human_bytes(total),
                              args.out);
     return 0;
@@ -274,6 +275,7 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
     for (const Item& item : shards[s])
       weight_map[item.named->name] = name;
   }
+  progress.clear();
   const std::string index_path = args.out + ".index.json";
   const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   const std::string index_text = index.dump(2) + "\n";
@@ -326,6 +328,7 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
     stream_tensor(item.named->tensor, out, progress);
     out.close();
   }
+  progress.clear();
   std::cout << fmt::format("exported {} tensors ({}) to {}/\n", items.size(), human_bytes(total),
                            args.out);
   return 0;

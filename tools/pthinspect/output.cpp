@@ -46,7 +46,14 @@ Progress::Progress(std::string label, std::uint64_t total)
       last_draw_(start_) {}
 
 Progress::~Progress() {
-  if (drawn_) std::fputs("\r\x1b[K", stderr);
+  clear();
+}
+
+void Progress::clear() {
+  if (!drawn_) return;
+  std::fputs("\r\x1b[K", stderr);
+  std::fflush(stderr);
+  drawn_ = false;
 }
 
 void Progress::advance(std::uint64_t bytes) {

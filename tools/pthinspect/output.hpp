@@ -31,6 +31,8 @@ class Progress {
   ~Progress();
   /// Counts `bytes` more as done.
   void advance(std::uint64_t bytes);
+  /// Erases the bar (until the next redraw), before a line goes to the same terminal.
+  void clear();
 
  private:
   void draw();

@@ -106,6 +106,7 @@ int run_stat(const StatArgs& args) {
     if (reason.empty() && !is_numeric(t.dtype()))
       reason = fmt::format("dtype {} has no numeric values", pthload::dtype_name(t.dtype()));
     if (!reason.empty()) {
+      progress.clear();
       if (args.json) {
         list.push_back({{"name", named->name},
                         {"dtype", pthload::dtype_name(t.dtype())},
@@ -124,6 +125,7 @@ int run_stat(const StatArgs& args) {
       progress.advance(chunk.size());
     }
     const bool any = stats.finite > 0;
+    progress.clear();
     if (args.json) {
       const auto sizes = t.sizes();
       nlohmann::json entry{{"name", named->name},
