@@ -84,8 +84,8 @@ struct ScanFinding {
 struct ScanReport {
   /// The worst of the globals' verdicts and the findings' severities.
   Verdict verdict = Verdict::kSafe;
-  /// "zip", "torchscript", "legacy", "pickle" (a bare pickle stream), or "" when not a
-  /// checkpoint.
+  /// "zip", "torchscript", "legacy", "pickle" (a bare pickle stream), "safetensors" (data
+  /// only: always safe), or "" when not a checkpoint.
   std::string format;
   /// Every distinct (module, name, where), sorted.
   std::vector<ScannedGlobal> globals;

@@ -461,6 +461,18 @@ ScanReport scan(const std::filesystem::path& path, const LoadOptions& options) {
     scan_zip(file, report, options);
     return report;
   }
+  // safetensors (8-byte little-endian header size, then a JSON object): data only, no code.
+  // Read as a pickle (torch.load's legacy path), such a file stops at byte 8 at the latest ('{'
+  // is no opcode): eight bytes cannot import and call anything (GLOBAL alone needs two lines).
+  if (bytes.size() >= 10 && std::to_integer<char>(bytes[8]) == '{') {
+    std::uint64_t header_size = 0;
+    for (std::size_t i = 0; i < 8; ++i)
+      header_size |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
+    if (header_size >= 2 && header_size <= bytes.size() - 8) {
+      report.format = "safetensors";
+      return report;
+    }
+  }
   Scanner scanner(report, options, false);
   report.format = scanner.scan_stream(bytes, "stream", 0);
   if (report.format.empty()) {
