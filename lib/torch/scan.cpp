@@ -225,6 +225,7 @@ class Scanner {
       }
     }
     std::vector<std::pair<std::string, std::vector<std::byte>>> nested;
+    std::set<const Value*> nested_seen;
     pickle::RunOptions run_options;
     run_options.allow_trailing_bytes = true;
     run_options.on_global_or_call = [&](const Value& value) {
@@ -242,7 +243,10 @@ class Scanner {
             within(callable.module(), "dill") || callable.module() == "cPickle") &&
            (callable.name() == "loads" || callable.name() == "_loads"));
       const auto args = value.args().items();
-      if (loads && !args.empty() && args[0]->is(Kind::kBytes)) {
+      // Each bytes value once: a memo GET hands the same value to any number of calls, and
+      // copying it per call would let a small file take any amount of memory.
+      if (loads && !args.empty() && args[0]->is(Kind::kBytes) &&
+          nested_seen.insert(args[0]).second) {
         const auto inner = args[0]->as_bytes();
         nested.emplace_back(fmt::format("{}.{}", callable.module(), callable.name()),
                             std::vector<std::byte>(inner.begin(), inner.end()));

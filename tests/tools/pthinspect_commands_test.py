@@ -310,6 +310,19 @@ if result.returncode == 0:
     check(math.isclose(s["mean"], sum(values) / len(values), abs_tol=1e-9) and
           s["min"] == min(values) and s["max"] == max(values), f"stat big: {s}")
 
+# A real torch.save (1.13) of torch.zeros(1).expand(2**20, 2**20): 2^40 elements over 4 bytes.
+# stat, export and diff refuse it at once, naming the file and the tensor, as ls --checksum does.
+expanded = os.path.join(FIXTURES, "..", "..", "fuzz", "regressions", "load",
+                        "stride0_view_2_to_40_elements.pt")
+for args, status in ((["stat", expanded], 1),
+                     (["export", expanded, "--to", "safetensors", os.path.join(tmp, "e.st")], 1),
+                     (["diff", expanded, expanded], 2)):
+    result = run(*args)
+    check(result.returncode == status and b"tensor 'expanded'" in result.stderr and
+          b"overlaps itself" in result.stderr, f"{args[0]} expanded view: {result}")
+    if args[0] != "diff":
+        check(b"stride0_view_2_to_40_elements.pt" in result.stderr, f"{args[0]}: no file named")
+
 # ---- verify ----
 result = run("verify", os.path.join(FIXTURES, "sample.pt"))
 check(result.returncode == 0 and b"ok" in result.stdout, f"verify sample.pt: {result}")

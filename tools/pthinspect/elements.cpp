@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
+#include <memory>
+
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 namespace pthinspect {
 
@@ -21,6 +26,17 @@ void release_file_pages(std::span<const std::byte> bytes) noexcept {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+std::uint64_t streamed_checksum(const pthload::Tensor& tensor, std::string_view name) {
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  ElementReader reader(tensor, name);
+  for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next())
+    XXH3_64bits_update(state.get(), chunk.data(), chunk.size());
+  return XXH3_64bits_digest(state.get());
+}
+
 std::string unreadable_reason(const pthload::Tensor& tensor) {
   if (tensor.layout() != pthload::Layout::kStrided) {
     return std::string(pthload::layout_name(tensor.layout())) + " tensor";
@@ -33,7 +49,7 @@ std::string unreadable_reason(const pthload::Tensor& tensor) {
   return {};
 }
 
-ElementReader::ElementReader(const pthload::Tensor& tensor)
+ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name)
     : tensor_(tensor),
       element_size_(pthload::element_size(tensor.dtype())),
       contiguous_(tensor.is_contiguous() || tensor.numel() <= 1),
@@ -41,6 +57,14 @@ ElementReader::ElementReader(const pthload::Tensor& tensor)
   const std::uint64_t packed = pthload::packed_per_byte(tensor.dtype());
   total_ = packed > 1 ? (tensor.numel() + packed - 1) / packed : tensor.nbytes();
   if (packed > 1) contiguous_ = true;
+  // Showing more bytes than the storage holds means the view overlaps itself.
+  if (total_ > tensor.storage().nbytes() && total_ > pthload::kMaxOverlappingViewBytes) {
+    throw pthload::FormatError(
+        pthload::Errc::kTorchLimitExceeded,
+        fmt::format("tensor '{}' is a view that overlaps itself and shows {} bytes of a {}-byte "
+                    "storage; more than {} bytes of such a view are not read",
+                    name, total_, tensor.storage().nbytes(), pthload::kMaxOverlappingViewBytes));
+  }
   if (!contiguous_) index_.assign(tensor.dim(), 0);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pthload/pthload.hpp>
@@ -23,8 +24,11 @@ inline constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 class ElementReader {
  public:
   /// `tensor` must have a storage placed on the CPU (pthload::load with map_to("cpu")); the
-  /// tensor is copied and keeps its storage alive.
-  explicit ElementReader(const pthload::Tensor& tensor);
+  /// tensor is copied and keeps its storage alive. `name` names it in errors. A view that
+  /// overlaps itself (stride 0, expand) and shows more than pthload::kMaxOverlappingViewBytes
+  /// is refused, as Tensor::content_checksum() refuses it: a tiny file must not make a command
+  /// run for hours. Throws FormatError(kTorchLimitExceeded).
+  explicit ElementReader(const pthload::Tensor& tensor, std::string_view name = {});
   ElementReader(const ElementReader&) = delete;
   ElementReader& operator=(const ElementReader&) = delete;
   ~ElementReader();
@@ -51,6 +55,12 @@ class ElementReader {
   std::vector<std::int64_t> index_;      // the strided walk's position, row-major
   std::vector<std::byte> buffer_;
 };
+
+/// XXH3-64 of the tensor's elements in row-major order, as Tensor::content_checksum() gives it,
+/// streamed through ElementReader: the pages read are released as it goes, so hashing a large
+/// checkpoint keeps little of it resident.
+[[nodiscard]] std::uint64_t streamed_checksum(const pthload::Tensor& tensor,
+                                              std::string_view name = {});
 
 /// Gives the pages of `bytes` (a view of a read-only file mapping) back to the kernel: they stay
 /// in the page cache but no longer count towards this process's resident memory.

@@ -188,8 +188,8 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
   return items;
 }
 
-void stream_tensor(const pthload::Tensor& tensor, OutputFile& out, Progress& progress) {
-  ElementReader reader(tensor);
+void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress& progress) {
+  ElementReader reader(named.tensor, named.name);
   for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
     out.write(chunk);
     progress.advance(chunk.size());
@@ -219,7 +219,7 @@ void write_safetensors(const std::string& path, std::span<const Item> items, Pro
   out.write(size_le);
   out.write(std::as_bytes(std::span(text)));
   for (const Item& item : items)
-    stream_tensor(item.named->tensor, out, progress);
+    stream_tensor(*item.named, out, progress);
   out.close();
 }
 
@@ -325,7 +325,7 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
     OutputFile out((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
     out.write(std::as_bytes(std::span(preamble)));
     out.write(std::as_bytes(std::span(header)));
-    stream_tensor(item.named->tensor, out, progress);
+    stream_tensor(*item.named, out, progress);
     out.close();
   }
   progress.clear();
@@ -341,6 +341,16 @@ int run_export(const ExportArgs& args) {
   const pthload::Checkpoint checkpoint =
       pthload::load(args.path, {.map_location = pthload::map_to("cpu")});
   return args.to == "npy" ? export_npy(checkpoint, args) : export_safetensors(checkpoint, args);
+}
+
+// Errors of the streaming readers know the tensor, not the file.
+int run_export_naming_file(const ExportArgs& args) {
+  try {
+    return run_export(args);
+  } catch (pthload::Error& e) {
+    if (e.context().path.empty()) e.context().path = args.path;
+    throw;
+  }
 }
 
 }  // namespace
@@ -360,7 +370,7 @@ Command add_export_command(CLI::App& app) {
   cmd->add_flag("--skip-unsupported", args->skip_unsupported,
                 "leave out (and name on stderr) tensors the format cannot hold, instead of "
                 "failing");
-  return {cmd, [args] { return run_export(*args); }};
+  return {cmd, [args] { return run_export_naming_file(*args); }};
 }
 
 }  // namespace pthinspect

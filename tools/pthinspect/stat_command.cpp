@@ -119,7 +119,7 @@ int run_stat(const StatArgs& args) {
     }
     Stats stats;
     const bool complex = is_complex(t.dtype());
-    ElementReader reader(t);
+    ElementReader reader(t, named->name);
     for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
       for_each_value(t.dtype(), chunk, [&](double re, double im) { stats.add(re, im, complex); });
       progress.advance(chunk.size());
@@ -155,6 +155,16 @@ int run_stat(const StatArgs& args) {
   return 0;
 }
 
+// Errors of the streaming readers know the tensor, not the file.
+int run_stat_naming_file(const StatArgs& args) {
+  try {
+    return run_stat(args);
+  } catch (pthload::Error& e) {
+    if (e.context().path.empty()) e.context().path = args.path;
+    throw;
+  }
+}
+
 }  // namespace
 
 Command add_stat_command(CLI::App& app) {
@@ -164,7 +174,7 @@ Command add_stat_command(CLI::App& app) {
   cmd->add_option("file", args->path, "checkpoint")->required();
   cmd->add_option("names", args->names, "only these tensors (default: all)");
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
-  return {cmd, [args] { return run_stat(*args); }};
+  return {cmd, [args] { return run_stat_naming_file(*args); }};
 }
 
 }  // namespace pthinspect
