@@ -369,6 +369,20 @@ for path in ordinary:
 result = run("scan", os.path.join(FIXTURES, "scan", "zip_os_system.pt"), known)
 check(result.returncode == 2 and b"os.system (called)" in result.stdout, f"scan two files: {result}")
 
+# Hostile files: scan --json of every fuzz regression input ends in a verdict (exit 0-3) and
+# valid JSON, never an internal error or a crash, whatever bytes the names hold.
+regressions = os.path.join(FIXTURES, "..", "..", "fuzz", "regressions")
+for folder, _, files in os.walk(regressions):
+    for file in files:
+        result = run("scan", "--json", os.path.join(folder, file))
+        ok = result.returncode in (0, 1, 2, 3) and b"internal error" not in result.stderr
+        if ok:
+            try:
+                json.loads(result.stdout)
+            except ValueError:
+                ok = False
+        check(ok, f"scan {file}: exit {result.returncode}: {result.stderr[:200]!r}")
+
 # ---- colour: only on a terminal, never with NO_COLOR; exit codes in --help ----
 def on_terminal(args, env):
     pid, fd = pty.fork()

@@ -179,7 +179,7 @@ int run_diff(const DiffArgs& args) {
                                 {"changed", list},
                                 {"added", added},
                                 {"removed", removed}}
-                     .dump(1)
+                     .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return equal ? 0 : kExitDifferent;
   }

@@ -209,7 +209,13 @@ void write_safetensors(const std::string& path, std::span<const Item> items, Pro
                                 {"data_offsets", {offset, offset + item.nbytes}}};
     offset += item.nbytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error& e) {
+    // The spec's header is UTF-8 JSON; a name that is not UTF-8 cannot be written as it is.
+    throw CliError(fmt::format("{}: a tensor name is not valid UTF-8 ({})", path, e.what()));
+  }
   // The data must start 8-byte aligned: the header is padded with spaces, as the spec allows.
   text.append((8 - text.size() % 8) % 8, ' ');
   std::array<std::byte, 8> size_le{};
@@ -278,7 +284,8 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
   progress.clear();
   const std::string index_path = args.out + ".index.json";
   const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  const std::string index_text = index.dump(2) + "\n";
+  const std::string index_text =
+      index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   OutputFile index_file(index_path);
   index_file.write(std::as_bytes(std::span(index_text)));
   index_file.close();

@@ -23,6 +23,8 @@ struct ScanArgs {
   bool verbose = false;
 };
 
+// Record names and messages come from the file and need not be UTF-8: JSON output replaces
+// invalid bytes with U+FFFD rather than failing.
 int exit_status(pthload::Verdict verdict) {
   return static_cast<int>(verdict);
 }
@@ -105,7 +107,10 @@ int run_scan(const ScanArgs& args) {
       print_report(path, report, args.verbose, colour);
     }
   }
-  if (args.json) std::cout << nlohmann::json{{"files", std::move(reports)}}.dump(1) << '\n';
+  if (args.json)
+    std::cout << nlohmann::json{{"files", std::move(reports)}}.dump(
+                     1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
   return exit_status(worst);
 }
 

@@ -151,7 +151,10 @@ int run_stat(const StatArgs& args) {
           cell(stats.std_dev()), stats.nan, stats.pos_inf, stats.neg_inf, stats.zeros);
     }
   }
-  if (args.json) std::cout << nlohmann::json{{"tensors", std::move(list)}}.dump(1) << '\n';
+  if (args.json)
+    std::cout << nlohmann::json{{"tensors", std::move(list)}}.dump(
+                     1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
   return 0;
 }
 
