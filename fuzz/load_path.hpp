@@ -5,15 +5,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "common/mapped_file.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
+#include "torch/globals.hpp"
 #include "torch/open.hpp"
+#include "torch/state.hpp"
 
 namespace pthload::fuzz {
 
@@ -31,6 +37,91 @@ inline LoadOptions fuzz_options(bool copy) {
   return options;
 }
 
+/// The storages the listed tensors use: their own, a quantized tensor's parameters', the parts
+/// of sparse and nested tensors', and a nested tensor's metadata.
+inline std::unordered_set<const Storage*> used_storages(const Checkpoint& checkpoint) {
+  std::unordered_set<const Storage*> used(checkpoint.state().metadata_storages.begin(),
+                                          checkpoint.state().metadata_storages.end());
+  std::vector<const Tensor*> pending;
+  for (const auto& named : checkpoint.tensors())
+    pending.push_back(&named.tensor);
+  while (!pending.empty()) {
+    const Tensor& t = *pending.back();
+    pending.pop_back();
+    if (t.has_storage()) used.insert(&t.storage());
+    if (const auto* q = t.quantization()) {
+      if (q->scales) pending.push_back(&*q->scales);
+      if (q->zero_points) pending.push_back(&*q->zero_points);
+    }
+    for (const auto& part : t.sparse_parts())
+      pending.push_back(&part);
+  }
+  return used;
+}
+
+/// Issue 17's property, checked apart from the naming walk and its audit: every storage is used
+/// by a listed tensor or reported unused (never both, never neither), and every dense rebuild
+/// call reachable in data.pkl — wherever it sits, found by a plain walk of the tree that knows no
+/// naming rule — views a storage that a listed tensor uses. abort() otherwise: a tensor was
+/// dropped.
+inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
+  const auto used = used_storages(checkpoint);
+  std::unordered_set<std::string> unused_records;
+  std::unordered_set<std::string> unused_keys;
+  for (const auto& storage : checkpoint.unused_storages()) {
+    (storage.record.empty() ? unused_keys : unused_records)
+        .insert(storage.record.empty() ? storage.key : storage.record);
+  }
+  std::unordered_set<std::string> used_records;
+  std::unordered_set<std::string> used_keys;
+  for (const auto& storage : checkpoint.storages()) {
+    const auto& state = storage->state();
+    const bool is_used = used.contains(storage.get());
+    const bool is_reported = state.record != nullptr ? unused_records.contains(state.record->name)
+                                                     : unused_keys.contains(state.key);
+    if (is_used == is_reported) std::abort();  // used and reported, or neither
+    if (is_used)
+      (state.record != nullptr ? used_records : used_keys)
+          .insert(state.record != nullptr ? state.record->name : state.key);
+  }
+  const auto& state = checkpoint.state();
+  if (state.pickle.root == nullptr) return;
+  const std::string data_prefix = state.top_folder + "/data/";
+  std::unordered_set<const pickle::Value*> seen;
+  std::vector<const pickle::Value*> stack{state.pickle.root};
+  while (!stack.empty()) {
+    const pickle::Value* value = stack.back();
+    stack.pop_back();
+    if (!seen.insert(value).second) continue;
+    for (const pickle::Value* child : value->items())
+      stack.push_back(child);
+    for (const auto& entry : value->dict_items()) {
+      stack.push_back(entry.key);
+      stack.push_back(entry.value);
+    }
+    for (const pickle::Value* child : value->states())
+      stack.push_back(child);
+    if (!value->is(pickle::Kind::kCall)) continue;
+    for (const pickle::Value* child : value->args().items())
+      stack.push_back(child);
+    for (const pickle::Value* child : value->added_items())
+      stack.push_back(child);
+    if (value->kwargs() != nullptr) stack.push_back(value->kwargs());
+    const auto kind = torch::classify_global(value->callable());
+    const bool dense = kind == torch::KnownGlobal::kRebuildTensor ||
+                       kind == torch::KnownGlobal::kRebuildTensorV2 ||
+                       kind == torch::KnownGlobal::kRebuildTensorV3;
+    const auto args = value->args().items();
+    if (!dense || args.empty() || !args[0]->is(pickle::Kind::kPersistent)) continue;
+    const auto id = args[0]->persistent_id().items();
+    if (id.size() < 3 || !id[2]->is(pickle::Kind::kString)) continue;
+    const std::string key(id[2]->as_string());
+    const bool listed =
+        state.archive ? used_records.contains(data_prefix + key) : used_keys.contains(key);
+    if (!listed) std::abort();  // a tensor the pickle rebuilds, over a storage nothing lists
+  }
+}
+
 /// Loads `bytes` as views and as copies; a pthload::Error is an accepted outcome, anything else
 /// (a crash, a sanitizer report) is a finding.
 inline void load_every_way(std::span<const std::byte> bytes) {
@@ -42,6 +133,7 @@ inline void load_every_way(std::span<const std::byte> bytes) {
       auto checkpoint = torch::open_mapped(file, "fuzz.pt", options);
       std::uint64_t sink = 0;
       if (!copy) {
+        check_every_tensor_listed(checkpoint);
         // What `pthinspect globals` and `tree` show, once per input: same tree either way.
         sink += referenced_globals(checkpoint).size();
         TreeOptions tree_options;

@@ -100,6 +100,11 @@ def compare(expected, actual):
     if expected.get("format") != actual.get("format"):
         diffs.append(f"format: torch {_fmt(expected.get('format'))}, "
                      f"pthinspect {_fmt(actual.get('format'))}")
+    if "unused_storages" in expected:
+        # torch_dump gives keys; pthinspect gives {key, record, nbytes} objects.
+        got = sorted(str(s.get("key")) for s in actual.get("unused_storages", []))
+        if got != sorted(expected["unused_storages"]):
+            diffs.append(f"unused storages: torch {expected['unused_storages']}, pthinspect {got}")
     exp, act = expected["tensors"], actual["tensors"]
     exp_names = [t["name"] for t in exp]
     act_names = [t.get("name") for t in act]

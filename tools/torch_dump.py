@@ -58,13 +58,15 @@ container order (which is the order the pickle wrote them), and:
   `<name>.indices`, `<name>.values` (COO) or `<name>.crow_indices` / `.col_indices` /
   `.ccol_indices` / `.row_indices` / `.values` (compressed layouts).
 * dict and every dict subclass (OrderedDict, defaultdict, Counter, ...): each item in iteration
-  order, component = the key as text: str keys as they are; int keys in decimal ("0");
-  bool keys "True"/"False"; any other key Python's str(key). Attributes set on the dict itself
-  (e.g. an OrderedDict state_dict's `_metadata`) are NOT walked.
+  order (the pickle's), component = the key as text, str(key), for keys of type str, int, bool,
+  float, bytes, None and (exactly) tuples of those; any other key (a tensor, an object, a
+  frozenset, a namedtuple) names its value `<value N>` (N its position in the dict) and is
+  walked itself as `<key N>`. Attributes set on the dict itself (e.g. an OrderedDict
+  state_dict's `_metadata`) are NOT walked.
 * list, tuple and their subclasses (torch.Size, namedtuples): each element, component = its index
   in decimal ("0", "1", ...).
-* set and frozenset: skipped entirely (their iteration order after loading is not the pickle's
-  order), so tensors inside sets are not listed.
+* set and frozenset: each member, component = its position in the pickle (recorded by the shim:
+  Python iterates a set of tensors in hash order, not in the pickle's).
 * numpy arrays and numpy scalars (0-dim) whose dtype torch also has (bool, int8-64, uint8-64,
   float16/32/64, complex64/128, either byte order) are listed like tensors, with
   "storage": null, "location": "cpu" (torch.load never moves them) and "source": "numpy"; their
@@ -73,13 +75,18 @@ container order (which is the order the pickle wrote them), and:
   dtypes) are not listed and not descended into.
 * str, bytes, bytearray, numbers, None, bool, torch.dtype/device/layout/memory_format/qscheme,
   classes, functions: leaves.
-* any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass):
-  its pickled state, i.e. the 3rd item of `obj.__reduce_ex__(2)` (what BUILD received):
-  - a dict: its items as attributes, component = attribute name (for nn.Module: its __dict__, so
-    `_modules.0._parameters.weight`; for argparse.Namespace: its attributes);
-  - a 2-tuple (dict or None, slots dict or None): the dict's items, then the slots dict's items;
-  - any other value: walked in place of the object, under the object's own name;
-  - no state: nothing. Arguments of the reducing call (REDUCE/NEWOBJ args) are not walked.
+* any other object (an "unknown class", e.g. an nn.Module, argparse.Namespace, a dataclass,
+  functools.partial), by `obj.__reduce_ex__(2)`:
+  - the arguments of the reducing call by position (NEWOBJ's without the class, REDUCE's), then
+    NEWOBJ_EX's keyword arguments by name;
+  - its pickled state, the 3rd item (what BUILD received): a dict: its items as attributes,
+    component = attribute name (for nn.Module: its __dict__, so `_modules.0._parameters.weight`);
+    a 2-tuple (dict or None, slots dict or None): the dict's items, then the slots dict's items;
+    any other value: walked in place of the object, under the object's own name (so
+    functools.partial's tensor argument is `<name>.1.0`); no state: nothing.
+* a jagged nested tensor also lists the tensors it caches in `_metadata_cache` as
+  `<name>._metadata_cache.<key>`.
+This is pthload's rule set (docs/naming.md), written over torch's result.
 * cycles: a container or object already on the current path is not entered again.
 """
 
@@ -144,9 +151,56 @@ def _script_class(module, name):
     return _SCRIPT_CLASSES[key]
 
 
+# Members of every set and frozenset the pickle built, in pickle order (by id; the set is kept
+# alive beside its list so that its id stays unique): Python iterates a set of tensors in hash
+# order, which changes from run to run, and pthload names a set's members by pickle position.
+_SET_ORDER = {}
+
+
+def _record_set(result, members):
+    _SET_ORDER.setdefault(id(result), (result, []))[1].extend(members)
+    return result
+
+
+def _set_from(items=()):
+    items = list(items)
+    return _record_set(set(items), items)
+
+
+def _frozenset_from(items=()):
+    items = list(items)
+    return _record_set(frozenset(items), items)
+
+
 def _make_pickle_module(recorder):
     class Unpickler(pickle._Unpickler):
+        # Protocol 4's set opcodes, recording the members' order (Lib/pickle.py's own bodies).
+        dispatch = dict(pickle._Unpickler.dispatch)
+
+        def _load_empty_set(self):
+            self.append(_record_set(set(), []))
+
+        def _load_additems(self):
+            items = self.pop_mark()
+            target = self.stack[-1]
+            target.update(items)
+            if isinstance(target, set):
+                _record_set(target, items)
+
+        def _load_frozenset(self):
+            items = self.pop_mark()
+            self.append(_record_set(frozenset(items), items))
+
+        dispatch[pickle.EMPTY_SET[0]] = _load_empty_set
+        dispatch[pickle.ADDITEMS[0]] = _load_additems
+        dispatch[pickle.FROZENSET[0]] = _load_frozenset
+
         def find_class(self, module, name):
+            # Protocols 0-3 pickle a set as set(list_of_members): built here in that order.
+            if module in ("builtins", "__builtin__") and name == "set":
+                return _set_from
+            if module in ("builtins", "__builtin__") and name == "frozenset":
+                return _frozenset_from
             # TorchScript's classes (`__torch__.Net`) exist only in the archive's code/: each
             # stands for a plain object (pthload's "unknown class").
             if module == "__torch__" or module.startswith("__torch__."):
@@ -291,10 +345,45 @@ def _join(parent, component):
     return component if parent == "" else f"{parent}.{component}"
 
 
-def _key_text(key):
-    if isinstance(key, str):
-        return key
-    return str(key)
+_TEXT_KEYS = (str, int, bool, float, bytes, type(None))
+
+
+def _has_text(key):
+    """Whether pthload names an entry by str(key) (pickle.key_text): str, int, bool, float,
+    bytes, None and (exactly) tuples of those; any other key (a tensor, an object, a frozenset,
+    a namedtuple, a numpy scalar) names its value `<value N>` instead."""
+    if type(key) in _TEXT_KEYS:
+        return True
+    return type(key) is tuple and all(_has_text(k) for k in key)
+
+
+def _entries(obj):
+    return list(obj.items())
+
+
+def _walk_entries(entries, name, on_path):
+    for index, (k, v) in enumerate(entries):
+        yield from walk(v, _join(name, str(k) if _has_text(k) else f"<value {index}>"), on_path)
+        if not _has_text(k):
+            yield from walk(k, _join(name, f"<key {index}>"), on_path)
+
+
+def _set_members(obj):
+    recorded = _SET_ORDER.get(id(obj))
+    return recorded[1] if recorded is not None and recorded[0] is obj else list(obj)
+
+
+def _reduce_args(reduced):
+    """(positional, keyword) arguments of the call a __reduce_ex__(2) result pickles: NEWOBJ's
+    (copyreg.__newobj__(cls, *args)), NEWOBJ_EX's (__newobj_ex__(cls, args, kwargs)) or
+    REDUCE's."""
+    func, args = reduced[0], tuple(reduced[1] or ())
+    name = getattr(func, "__name__", "")
+    if name == "__newobj__":
+        return args[1:], {}
+    if name == "__newobj_ex__":
+        return tuple(args[1]), dict(args[2])
+    return args, {}
 
 
 def walk(obj, name="", on_path=None):
@@ -311,6 +400,9 @@ def walk(obj, name="", on_path=None):
             yield _join(name, "offsets"), obj._offsets
             if obj._lengths is not None:
                 yield _join(name, "lengths"), obj._lengths
+            for k, v in getattr(obj, "_metadata_cache", {}).items():
+                if isinstance(v, torch.Tensor):
+                    yield _join(name, f"_metadata_cache.{k}"), v
             return
         yield name, obj
         return
@@ -319,34 +411,40 @@ def walk(obj, name="", on_path=None):
         if numpy_dtype_name(obj.dtype) is not None:
             yield name, obj
         return
-    if isinstance(obj, _LEAVES) or isinstance(obj, (set, frozenset)):
+    if isinstance(obj, _LEAVES):
         return
     if id(obj) in on_path:
         return
     on_path.add(id(obj))
     try:
         if isinstance(obj, dict):
-            for k, v in list(obj.items()):
-                yield from walk(v, _join(name, _key_text(k)), on_path)
+            yield from _walk_entries(_entries(obj), name, on_path)
         elif isinstance(obj, (list, tuple)):
             for i, v in enumerate(list(obj)):
+                yield from walk(v, _join(name, str(i)), on_path)
+        elif isinstance(obj, (set, frozenset)):
+            for i, v in enumerate(_set_members(obj)):
                 yield from walk(v, _join(name, str(i)), on_path)
         else:
             try:
                 reduced = obj.__reduce_ex__(2)
             except Exception:
                 reduced = None
-            if not isinstance(reduced, tuple) or len(reduced) < 3 or reduced[2] is None:
+            if not isinstance(reduced, tuple) or len(reduced) < 2:
                 return
-            state = reduced[2]
+            args, kwargs = _reduce_args(reduced)
+            for i, v in enumerate(args):
+                yield from walk(v, _join(name, str(i)), on_path)
+            yield from _walk_entries(list(kwargs.items()), name, on_path)
+            state = reduced[2] if len(reduced) > 2 else None
+            if state is None:
+                return
             if (isinstance(state, tuple) and len(state) == 2
                     and all(s is None or isinstance(s, dict) for s in state)):
                 for part in state:
-                    for k, v in (part or {}).items():
-                        yield from walk(v, _join(name, _key_text(k)), on_path)
+                    yield from _walk_entries(_entries(part or {}), name, on_path)
             elif isinstance(state, dict):
-                for k, v in list(state.items()):
-                    yield from walk(v, _join(name, _key_text(k)), on_path)
+                yield from _walk_entries(_entries(state), name, on_path)
             else:
                 yield from walk(state, name, on_path)
     finally:
@@ -487,16 +585,43 @@ def dump(path, map_location="cpu", checksum=True):
     tensors = []
     for name, t in walk(root):
         tensors += describe(name, t, recorder, checksum)
-    return {"format": fmt, "tensors": tensors}
+    result = {"format": fmt, "tensors": tensors}
+    unused = unused_storages(path, fmt, recorder, tensors)
+    if unused is not None:
+        result["unused_storages"] = unused
+    return result
+
+
+def unused_storages(path, fmt, recorder, tensors):
+    """Keys of the storages the file holds that no listed tensor views, sorted: every key torch's
+    persistent_load returned a storage for, and in a zip every record under data/, less the keys
+    of the listed entries. None where this cannot be told from torch's result: TorchScript
+    archives, and files holding quantized or nested tensors (whose per-channel parameters and
+    metadata use storages of their own that no listed entry names)."""
+    if fmt not in ("zip", "legacy"):
+        return None
+    if any(t.get("layout") == "nested" or t["dtype"].startswith("q") for t in tensors):
+        return None
+    held = {key for key, _ in recorder.by_cdata.values()}
+    if fmt == "zip":
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+        top = names[0].split("/", 1)[0]
+        held |= {n[len(top) + 6:] for n in names if n.startswith(top + "/data/")}
+    used = {t["storage"] for t in tensors if t.get("storage") is not None}
+    return sorted(held - used)
 
 
 def to_json(result):
     """The dump as JSON text: one tensor per line, keys in schema order."""
     lines = [json.dumps(t, separators=(", ", ": ")) for t in result["tensors"]]
     head = f'{{"format": {json.dumps(result["format"])}, "tensors": ['
+    tail = "]"
+    if "unused_storages" in result:
+        tail += f', "unused_storages": {json.dumps(result["unused_storages"])}'
     if not lines:
-        return head + "]}\n"
-    return head + "\n" + ",\n".join(lines) + "\n]}\n"
+        return head + tail + "}\n"
+    return head + "\n" + ",\n".join(lines) + "\n" + tail + "}\n"
 
 
 def main(argv=None):

@@ -1,6 +1,7 @@
 // Opening and loading a checkpoint: the entry points of pthload.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -34,6 +35,15 @@ struct OpaqueValue {
   std::string reason;  ///< for people: "numpy object array (dtype 'O'): ..."
 };
 
+/// A storage the file holds that no tensor of Checkpoint::tensors() uses. A storage pickled on
+/// its own (`torch.save(t.untyped_storage())`) is one; so is a storage whose tensors a reader
+/// failed to find, which is why pthinspect warns about each.
+struct UnusedStorage {
+  std::string key;     ///< its key in the file ("3"); the record is `<top>/data/<key>`
+  std::string record;  ///< the zip record holding its bytes; empty for a legacy stream's storage
+  std::uint64_t nbytes = 0;  ///< its size in bytes
+};
+
 /// A checkpoint read from a file. Owns the file mapping and the storages; tensors share their
 /// storage, so they may outlive the Checkpoint. Move-only.
 class PTHLOAD_API Checkpoint {
@@ -44,9 +54,10 @@ class PTHLOAD_API Checkpoint {
   ~Checkpoint();
 
   [[nodiscard]] Format format() const noexcept;
-  /// Every tensor, named by its path from the root object, in the pickle's order; a tensor
-  /// reachable by several paths (tied weights) is listed once per path. Valid while the
-  /// Checkpoint lives.
+  /// Every tensor the pickle rebuilds, named by its path from the root object
+  /// (docs/naming.md), in the pickle's order; a tensor reachable by several paths (tied weights)
+  /// is listed once per path. A tensor no naming rule reaches is listed all the same, under a
+  /// fallback name that shows its path (`opt.<state>.1.0`). Valid while the Checkpoint lives.
   [[nodiscard]] std::span<const NamedTensor> tensors() const noexcept;
   /// The tensor named `name`; throws FormatError(kTorchNameNotFound).
   [[nodiscard]] const Tensor& tensor(std::string_view name) const;
@@ -54,6 +65,9 @@ class PTHLOAD_API Checkpoint {
   [[nodiscard]] std::span<const OpaqueValue> opaque_values() const noexcept;
   /// Every storage, in the order the pickle first refers to them.
   [[nodiscard]] std::span<const std::shared_ptr<Storage>> storages() const noexcept;
+  /// The storages and storage records that no tensor of tensors() uses, in file order; empty
+  /// for the checkpoints torch.save writes of tensors. Valid while the Checkpoint lives.
+  [[nodiscard]] std::span<const UnusedStorage> unused_storages() const noexcept;
 
   /// For the library's own layers.
   [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
@@ -69,11 +83,23 @@ class PTHLOAD_API Checkpoint {
 [[nodiscard]] PTHLOAD_API Checkpoint open(const std::filesystem::path& path,
                                           const LoadOptions& options = {});
 
+/// open() over a checkpoint already in memory: `bytes`, which the caller owns, are read in place
+/// and not copied, so they must stay alive and unchanged while the Checkpoint or any of its
+/// storages lives. Errors name the file "<memory>". Throws as open().
+[[nodiscard]] PTHLOAD_API Checkpoint open(std::span<const std::byte> bytes,
+                                          const LoadOptions& options = {});
+
 /// Reads the checkpoint and places every storage where options.map_location (or, without one,
 /// its location tag) says: on the CPU as zero-copy views of the mapped file (or owned copies
 /// with options.copy), on CUDA as device memory. Throws as open(), and DeviceError when a
 /// storage's device is unavailable (the message names the storage, the tag and map_location).
 [[nodiscard]] PTHLOAD_API Checkpoint load(const std::filesystem::path& path,
+                                          const LoadOptions& options = {});
+
+/// load() over a checkpoint in memory that the caller owns (as open(bytes)): CPU storages are
+/// zero-copy views of `bytes` unless options.copy, so the bytes must outlive every tensor that
+/// views them. Throws as load().
+[[nodiscard]] PTHLOAD_API Checkpoint load(std::span<const std::byte> bytes,
                                           const LoadOptions& options = {});
 
 }  // namespace pthload

@@ -12,8 +12,8 @@
 namespace pthload {
 
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
-/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams. Never renumbered once released;
-/// the C API returns them unchanged (0 = ok).
+/// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 9xx the C API and DLPack.
+/// Never renumbered once released; the C API returns them unchanged (0 = ok).
 enum class Errc : int {
   kOk = 0,
 
@@ -105,6 +105,13 @@ enum class Errc : int {
   kLegacyViewOutOfRange = 607,
   kLegacyTarUnsupported = 608,
   kLegacyStorageSizeMismatch = 609,
+
+  // 9xx: the embedding interfaces (pthload.h, dlpack.hpp).
+  kCapiInvalidArgument = 900,
+  kCapiOutOfMemory = 901,
+  kCapiInternal = 902,
+  kCapiCallbackFailed = 903,
+  kDlpackUnsupportedTensor = 904,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

@@ -114,6 +114,11 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(LegacyViewOutOfRange)
     PTHLOAD_ERRC_NAME(LegacyTarUnsupported)
     PTHLOAD_ERRC_NAME(LegacyStorageSizeMismatch)
+    PTHLOAD_ERRC_NAME(CapiInvalidArgument)
+    PTHLOAD_ERRC_NAME(CapiOutOfMemory)
+    PTHLOAD_ERRC_NAME(CapiInternal)
+    PTHLOAD_ERRC_NAME(CapiCallbackFailed)
+    PTHLOAD_ERRC_NAME(DlpackUnsupportedTensor)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

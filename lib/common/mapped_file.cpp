@@ -106,6 +106,12 @@ MappedFile MappedFile::from_bytes(std::span<const std::byte> bytes) {
   return file;
 }
 
+MappedFile MappedFile::borrow(std::span<const std::byte> bytes) noexcept {
+  MappedFile file;
+  file.bytes_ = bytes;
+  return file;
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : owner_(std::exchange(other.owner_, std::monostate{})),
       bytes_(std::exchange(other.bytes_, {})) {}

@@ -27,6 +27,10 @@ class MappedFile {
   /// that already hold the checkpoint in memory). Throws std::bad_alloc.
   [[nodiscard]] static MappedFile from_bytes(std::span<const std::byte> bytes);
 
+  /// A view of `bytes` that the caller owns: nothing is copied, so the bytes must stay alive and
+  /// unchanged while this object, or anything holding it, lives (open() and load() over memory).
+  [[nodiscard]] static MappedFile borrow(std::span<const std::byte> bytes) noexcept;
+
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
   MappedFile(const MappedFile&) = delete;
@@ -46,7 +50,7 @@ class MappedFile {
   MappedFile() = default;
   void release() noexcept;
 
-  std::variant<std::monostate, Mapping, AlignedBuffer> owner_;
+  std::variant<std::monostate, Mapping, AlignedBuffer> owner_;  // monostate: borrowed or empty
   std::span<const std::byte> bytes_;
 };
 

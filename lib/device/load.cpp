@@ -150,4 +150,10 @@ Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
   return checkpoint;
 }
 
+Checkpoint load(std::span<const std::byte> bytes, const LoadOptions& options) {
+  Checkpoint checkpoint = open(bytes, options);
+  device::place_storages(checkpoint, options);
+  return checkpoint;
+}
+
 }  // namespace pthload

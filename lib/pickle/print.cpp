@@ -4,7 +4,10 @@
 #include "pickle/print.hpp"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "pickle/codecs.hpp"
 #include "pickle/text.hpp"
+#include "pthload/error.hpp"
 
 namespace pthload::pickle {
 namespace {
@@ -140,12 +145,44 @@ std::string big_int_text(std::span<const std::byte> le) {
   return text;
 }
 
+// Python's repr() of a float (Python/pystrtod.c, 'r' mode): the shortest digits that round-trip,
+// in positional notation when the decimal point falls within 16 digits of them, else
+// d.ddde±XX; integral values keep ".0".
 std::string float_text(double value) {
   if (std::isnan(value)) return "nan";
-  std::string text = fmt::format("{}", value);
-  // fmt's shortest form matches Python's repr except that Python marks integral floats.
-  if (text.find_first_of(".en") == std::string::npos) text += ".0";
-  return text;
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  std::array<char, 64> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value,
+                                    std::chars_format::scientific);
+  const std::string_view scientific(buffer.data(),
+                                    static_cast<std::size_t>(result.ptr - buffer.data()));
+  const auto e = scientific.find('e');
+  std::string_view mantissa = scientific.substr(0, e);
+  const int exponent = std::stoi(std::string(scientific.substr(e + 1)));
+  std::string sign;
+  if (mantissa.front() == '-') {
+    sign = "-";
+    mantissa.remove_prefix(1);
+  }
+  std::string digits;
+  for (const char c : mantissa)
+    if (c != '.') digits.push_back(c);
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point > -4 && point <= 16) {
+    std::string text = sign;
+    if (point <= 0) {
+      text += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+    } else if (static_cast<std::size_t>(point) >= digits.size()) {
+      text += digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0') + ".0";
+    } else {
+      text += digits.substr(0, static_cast<std::size_t>(point)) + "." +
+              digits.substr(static_cast<std::size_t>(point));
+    }
+    return text;
+  }
+  std::string text = sign + digits.substr(0, 1);
+  if (digits.size() > 1) text += "." + digits.substr(1);
+  return text + fmt::format("e{}{:02}", exponent < 0 ? '-' : '+', std::abs(exponent));
 }
 
 // Decodes one UTF-8 sequence (surrogates included) at `p`; the input was validated.
@@ -177,6 +214,75 @@ constexpr std::size_t kMaxIndentLevels = 100;
 char quote_for(std::string_view s) noexcept {
   return s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"'
                                                                                          : '\'';
+}
+
+// Python's repr() of a str, appended to `out`; at most `limit` bytes shown, then "...".
+void append_text_repr(std::string& out, std::string_view s, std::size_t limit_bytes) {
+  const std::size_t limit = std::min(s.size(), limit_bytes);
+  const char quote = quote_for(s);
+  out.push_back(quote);
+  std::size_t i = 0;
+  while (i < limit) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      if (c == '\\' || c == static_cast<unsigned char>(quote)) {
+        out.push_back('\\');
+        out.push_back(static_cast<char>(c));
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c < 0x20 || c == 0x7F) {
+        out += fmt::format("\\x{:02x}", c);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      continue;
+    }
+    const std::size_t start = i;
+    const std::uint32_t cp = next_code_point(s, i);
+    if (cp >= 0xD800 && cp <= 0xDFFF) {
+      out += fmt::format("\\u{:04x}", cp);
+    } else if (cp < 0xA0 || cp == 0xAD) {
+      // C1 controls, and the soft hyphen, are not printable: Python escapes them.
+      out += fmt::format("\\x{:02x}", cp);
+    } else {
+      out.append(s.substr(start, i - start));
+    }
+  }
+  out.push_back(quote);
+  if (limit < s.size()) out += "...";
+}
+
+// Python's repr() of bytes without the b prefix, appended to `out`; at most `limit` shown.
+void append_bytes_repr(std::string& out, std::span<const std::byte> bytes,
+                       std::size_t limit_bytes) {
+  const std::string_view as_chars{reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  const std::size_t limit = std::min(bytes.size(), limit_bytes);
+  const char quote = quote_for(as_chars);
+  out.push_back(quote);
+  for (std::size_t i = 0; i < limit; ++i) {
+    const auto c = std::to_integer<unsigned char>(bytes[i]);
+    if (c == '\\' || c == static_cast<unsigned char>(quote)) {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c >= 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back(quote);
+  if (limit < bytes.size()) out += "...";
 }
 
 class Printer {
@@ -504,72 +610,15 @@ class Printer {
   }
 
   void write_text(std::string_view s) {
-    const std::size_t limit = std::min(s.size(), options_.max_string);
-    const char quote = quote_for(s);
-    std::string out(1, quote);
-    std::size_t i = 0;
-    while (i < limit) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      if (c < 0x80) {
-        ++i;
-        if (c == '\\' || c == static_cast<unsigned char>(quote)) {
-          out.push_back('\\');
-          out.push_back(static_cast<char>(c));
-        } else if (c == '\n') {
-          out += "\\n";
-        } else if (c == '\r') {
-          out += "\\r";
-        } else if (c == '\t') {
-          out += "\\t";
-        } else if (c < 0x20 || c == 0x7F) {
-          out += fmt::format("\\x{:02x}", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-        continue;
-      }
-      const std::size_t start = i;
-      const std::uint32_t cp = next_code_point(s, i);
-      if (cp >= 0xD800 && cp <= 0xDFFF) {
-        out += fmt::format("\\u{:04x}", cp);
-      } else if (cp < 0xA0 || cp == 0xAD) {
-        // C1 controls, and the soft hyphen, are not printable: Python escapes them.
-        out += fmt::format("\\x{:02x}", cp);
-      } else {
-        out.append(s.substr(start, i - start));
-      }
-    }
-    out.push_back(quote);
-    if (limit < s.size()) out += "...";
+    std::string out;
+    append_text_repr(out, s, options_.max_string);
     write(out);
   }
 
   void write_bytes(std::string_view prefix, std::span<const std::byte> bytes,
                    std::string_view suffix) {
-    const std::string_view as_chars{reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-    const std::size_t limit = std::min(bytes.size(), options_.max_string);
-    const char quote = quote_for(as_chars);
     std::string out(prefix);
-    out.push_back(quote);
-    for (std::size_t i = 0; i < limit; ++i) {
-      const auto c = std::to_integer<unsigned char>(bytes[i]);
-      if (c == '\\' || c == static_cast<unsigned char>(quote)) {
-        out.push_back('\\');
-        out.push_back(static_cast<char>(c));
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c == '\r') {
-        out += "\\r";
-      } else if (c == '\t') {
-        out += "\\t";
-      } else if (c < 0x20 || c >= 0x7F) {
-        out += fmt::format("\\x{:02x}", c);
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-    }
-    out.push_back(quote);
-    if (limit < bytes.size()) out += "...";
+    append_bytes_repr(out, bytes, options_.max_string);
     out += suffix;
     write(out);
   }
@@ -597,6 +646,96 @@ std::string print(const Value& root, const PrintOptions& options) {
 void print(std::ostream& out, const Value& root, const PrintOptions& options) {
   std::string buffer;
   Printer(options, buffer, &out).run(root);
+}
+
+namespace {
+
+// The bytes a key call spells, or nullopt (a malformed spelling names no key; it is not this
+// function's to report).
+std::optional<std::string> bytes_of_key(const Value& value) {
+  try {
+    return bytes_of(value);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Keys nest tuples rarely and shallowly; deeper ones get no text rather than a deep recursion.
+constexpr int kMaxKeyTupleDepth = 16;
+
+bool append_key_repr(std::string& out, const Value& value, int depth) {
+  switch (value.kind()) {
+    case Kind::kString:
+      append_text_repr(out, value.as_string(), SIZE_MAX);
+      return true;
+    case Kind::kPython2String:
+      if (text::check_utf8(value.as_string()) != text::Utf8::kValid) return false;
+      append_text_repr(out, value.as_string(), SIZE_MAX);
+      return true;
+    case Kind::kBytes:
+      out += 'b';
+      append_bytes_repr(out, value.as_bytes(), SIZE_MAX);
+      return true;
+    case Kind::kCall: {
+      // Protocol 2 spells bytes as _codecs.encode(text, 'latin1').
+      auto bytes = bytes_of_key(value);
+      if (!bytes) return false;
+      out += 'b';
+      append_bytes_repr(out, std::as_bytes(std::span(*bytes)), SIZE_MAX);
+      return true;
+    }
+    case Kind::kTuple: {
+      if (depth >= kMaxKeyTupleDepth) return false;
+      const auto items = value.items();
+      out += '(';
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += ", ";
+        if (!append_key_repr(out, *items[i], depth + 1)) return false;
+      }
+      if (items.size() == 1) out += ',';
+      out += ')';
+      return true;
+    }
+    default: {
+      auto scalar = key_text(value);
+      if (!scalar) return false;
+      out += *scalar;
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> key_text(const Value& key) {
+  switch (key.kind()) {
+    case Kind::kString:
+      return std::string(key.as_string());
+    case Kind::kPython2String:
+      // torch.load decodes Python 2 str as UTF-8 (its default encoding argument).
+      if (text::check_utf8(key.as_string()) != text::Utf8::kValid) return std::nullopt;
+      return std::string(key.as_string());
+    case Kind::kInt:
+      return fmt::format("{}", key.as_int());
+    case Kind::kBigInt:
+      if (key.as_bytes().size() > kMaxDecimalBigIntBytes) return std::nullopt;
+      return big_int_text(key.as_bytes());
+    case Kind::kBool:
+      return std::string(key.as_bool() ? "True" : "False");
+    case Kind::kNone:
+      return std::string("None");
+    case Kind::kFloat:
+      return float_text(key.as_float());
+    case Kind::kBytes:
+    case Kind::kCall:
+    case Kind::kTuple: {
+      std::string text;
+      if (!append_key_repr(text, key, 0)) return std::nullopt;
+      return text;
+    }
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace pthload::pickle

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include "pickle/value.hpp"
@@ -36,5 +37,13 @@ struct PrintOptions {
 
 /// The same, written to `out` as it is produced.
 void print(std::ostream& out, const Value& root, const PrintOptions& options = {});
+
+/// Python's str() of `key` as a dict key that names a tensor (DESIGN.md "Names of tensors"): a
+/// str as it is (a Python 2 str when it is UTF-8, as torch.load decodes it), an int in decimal,
+/// True/False/None, a float as Python's repr(), bytes as `b'..'` (also as protocol 2 spells
+/// them, `_codecs.encode(text, 'latin1')`), and a tuple of those as
+/// Python writes it (`('a', 1)`). nullopt for any other key (a tensor, an object, a frozenset,
+/// whose text Python would not write the same way twice): the caller names it otherwise.
+[[nodiscard]] std::optional<std::string> key_text(const Value& key);
 
 }  // namespace pthload::pickle

@@ -17,6 +17,7 @@
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
 #include "torch/torchscript.hpp"
+#include "torch/unused_storages.hpp"
 
 namespace pthload {
 namespace {
@@ -149,6 +150,9 @@ std::span<const OpaqueValue> Checkpoint::opaque_values() const noexcept {
 std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
   return state_->storages;
 }
+std::span<const UnusedStorage> Checkpoint::unused_storages() const noexcept {
+  return state_->unused_storages;
+}
 
 const Tensor& Checkpoint::tensor(std::string_view name) const {
   const auto& tensors = state_->tensors;
@@ -189,6 +193,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                         "stream",
                         {.offset = 0});
     }
+    torch::record_unused_storages(*state);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state->path;
     throw;
@@ -207,6 +212,12 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     throw;
   }
   return torch::open_mapped(std::move(file), path.string(), options);
+}
+
+Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
+  return torch::open_mapped(
+      std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
+      options);
 }
 
 }  // namespace pthload

@@ -8,6 +8,7 @@ namespace {
 std::string_view canonical_module(std::string_view module) noexcept {
   if (module == "torch.tensor") return "torch._tensor";
   if (module == "__builtin__") return "builtins";
+  if (module == "copy_reg") return "copyreg";
   return module;
 }
 
@@ -50,6 +51,11 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     return KnownGlobal::kDictLike;
   }
   if (module == "builtins" && name == "dict") return KnownGlobal::kDictLike;
+  if (module == "builtins" && (name == "set" || name == "frozenset")) return KnownGlobal::kSetLike;
+  if (module == "builtins" && (name == "list" || name == "tuple")) {
+    return KnownGlobal::kSequenceLike;
+  }
+  if (module == "copyreg" && name == "_reconstructor") return KnownGlobal::kReconstructor;
   if (module == "torch" && name == "Size") return KnownGlobal::kSize;
   if (module == "torch.serialization" && name == "_get_layout") return KnownGlobal::kGetLayout;
   // TorchScript's pickler wraps typed lists as build_intlist([...]) and so on, and annotates

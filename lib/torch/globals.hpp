@@ -36,6 +36,11 @@ enum class KnownGlobal : std::uint8_t {
   kNumpyScalar,             ///< numpy.core.multiarray.scalar (numpy 2: numpy._core)
   kNumpyDtype,              ///< numpy.dtype, and numpy >= 1.25's numpy.dtypes.<X>DType classes
   kDictLike,                ///< collections.OrderedDict, defaultdict, Counter, builtins.dict
+  kSetLike,                 ///< builtins.set and builtins.frozenset (how protocols 0-3 pickle
+                            ///< sets: REDUCE with a list of the members)
+  kSequenceLike,            ///< builtins.list and builtins.tuple called on an iterable
+  kReconstructor,           ///< copyreg._reconstructor(cls, base, state): protocols 0 and 1
+                            ///< pickle objects, and subclasses of list, tuple and dict, with it
   kSize,                    ///< torch.Size
   kDtype,                   ///< torch.float32 and the other dtype attributes
   kGetLayout,               ///< torch.serialization._get_layout (a layout by its name)

@@ -1,41 +1,26 @@
-// The naming walk: an explicit stack, so a deep tree cannot overflow the C++ stack.
+// The naming walk and its audit (docs/naming.md): an explicit stack each, so a deep tree cannot
+// overflow the C++ stack.
 #include "torch/naming.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
 #include "common/checked.hpp"
+#include "pickle/print.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
 
 namespace pthload::torch {
 namespace {
 
+using pickle::DictItem;
 using pickle::Kind;
 using pickle::Value;
-
-// Python's str() of a dict key, for the keys checkpoints use; other keys get their kind.
-std::string key_text(const Value& key) {
-  switch (key.kind()) {
-    case Kind::kString:
-    case Kind::kPython2String:
-      return std::string(key.as_string());
-    case Kind::kInt:
-      return std::to_string(key.as_int());
-    case Kind::kBool:
-      return key.as_bool() ? "True" : "False";
-    case Kind::kNone:
-      return "None";
-    case Kind::kFloat:
-      return fmt::format("{}", key.as_float());
-    default:
-      return fmt::format("<{}>", pickle::kind_name(key.kind()));
-  }
-}
 
 std::string join(const std::string& prefix, std::string_view part) {
   if (prefix.empty()) return std::string(part);
@@ -45,6 +30,41 @@ std::string join(const std::string& prefix, std::string_view part) {
   name += '.';
   name += part;
   return name;
+}
+
+// Whether a tensor can be found below `value`: scalars, strings, globals and persistent ids
+// (bare storages) hold none, and skipping them keeps the walk's steps for what can.
+bool may_hold_tensors(const Value& value) noexcept {
+  switch (value.kind()) {
+    case Kind::kTuple:
+      return !value.items().empty();
+    case Kind::kList:
+    case Kind::kDict:
+    case Kind::kSet:
+    case Kind::kFrozenSet:
+    case Kind::kCall:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A (key, value) pair as Python's dict() takes one from an iterable: a 2-tuple or a 2-list.
+std::optional<DictItem> as_pair(const Value& value) noexcept {
+  if (!value.is(Kind::kTuple) && !value.is(Kind::kList)) return std::nullopt;
+  const auto items = value.items();
+  if (items.size() != 2) return std::nullopt;
+  return DictItem{items[0], items[1]};
+}
+
+bool is_sequence(const Value& value) noexcept {
+  return value.is(Kind::kTuple) || value.is(Kind::kList) || value.is(Kind::kSet) ||
+         value.is(Kind::kFrozenSet);
+}
+
+std::string entry_value_label(const Value& key, std::size_t index) {
+  if (auto text = pickle::key_text(key)) return std::move(*text);
+  return fmt::format("<value {}>", index);
 }
 
 struct Frame {
@@ -57,8 +77,14 @@ struct Frame {
 class Walker {
  public:
   Walker(TensorBuilder& builder, const Limits& limits, std::size_t step_budget,
-         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque)
-      : builder_(builder), limits_(limits), out_(out), opaque_(opaque), step_budget_(step_budget) {}
+         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque,
+         std::vector<const Value*>& listed)
+      : builder_(builder),
+        limits_(limits),
+        out_(out),
+        opaque_(opaque),
+        listed_(listed),
+        step_budget_(step_budget) {}
 
   void run(const Value& root) {
     stack_.push_back({&root, nullptr, std::string(), 0});
@@ -69,13 +95,7 @@ class Walker {
         on_path_.erase(frame.leaving);
         continue;
       }
-      if (++steps_ > step_budget_) {
-        throw FormatError(Errc::kTorchLimitExceeded,
-                          fmt::format("naming tensors took more than {} steps (8 per pickle "
-                                      "byte, at most Limits::max_pickle_values): too many "
-                                      "shared paths",
-                                      step_budget_));
-      }
+      charge_step();
       visit(*frame.value, std::move(frame.name), frame.depth);
     }
   }
@@ -83,6 +103,7 @@ class Walker {
  private:
   void visit(const Value& value, std::string name, std::size_t depth) {
     if (auto tensor = builder_.tensor_of(value)) {
+      listed_.push_back(&value);
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
       const auto parts = tensor->sparse_parts();
       const auto part_names = sparse_part_names(tensor->layout());
@@ -112,22 +133,24 @@ class Walker {
     }
     children_.clear();
     switch (value.kind()) {
-      case Kind::kDict:
-        add_entries(value.dict_items(), name);
-        break;
-      case Kind::kList:
-      case Kind::kTuple: {
+      case Kind::kDict: {
         std::size_t index = 0;
-        for (const Value* item : value.items()) {
-          children_.push_back({item, nullptr, join(name, std::to_string(index++)), depth + 1});
-        }
+        add_entries(value.dict_items(), name, index);
         break;
       }
+      case Kind::kList:
+      case Kind::kTuple:
+      case Kind::kSet:
+      case Kind::kFrozenSet:
+        // A set's members by their position in the pickle: Python's own order for a set of
+        // tensors is their hash order, which changes from run to run.
+        add_items(value.items(), name, 0);
+        break;
       case Kind::kCall:
         add_object(value, name);
         break;
       default:
-        return;  // scalars, strings, sets, globals, bare storages: no tensors to name
+        return;  // scalars, strings, globals, bare storages: no tensors to name
     }
     if (children_.empty()) return;
     on_path_.insert(&value);
@@ -139,78 +162,420 @@ class Walker {
     }
   }
 
-  void add_entries(std::span<const pickle::DictItem> entries, const std::string& name) {
-    for (const auto& [key, item] : entries) {
-      children_.push_back({item, nullptr, join(name, key_text(*key)), 0});
+  // Each child looked at costs a step, whether it is walked or skipped as a scalar: a list of
+  // 300 000 Nones fetched 300 000 times must exhaust the budget, not loop for hours.
+  void charge_step() {
+    if (++steps_ > step_budget_) {
+      throw FormatError(Errc::kTorchLimitExceeded,
+                        fmt::format("naming tensors took more than {} steps (8 per pickle "
+                                    "byte, at most Limits::max_pickle_values): too many "
+                                    "shared paths",
+                                    step_budget_));
     }
   }
 
-  // A dict-like (OrderedDict) contributes its items; any other object its state — the
-  // attributes BUILD set (a dict, or a (dict, slots) pair) — and the items a dict or list
-  // subclass received.
+  void add(const Value& child, std::string name) {
+    charge_step();
+    if (may_hold_tensors(child)) children_.push_back({&child, nullptr, std::move(name), 0});
+  }
+
+  // Elements named by their index, counting from `first`; returns the next index.
+  std::size_t add_items(std::span<const Value* const> items, const std::string& name,
+                        std::size_t first) {
+    for (const Value* item : items) {
+      charge_step();
+      if (may_hold_tensors(*item)) {
+        children_.push_back({item, nullptr, join(name, std::to_string(first)), 0});
+      }
+      ++first;
+    }
+    return first;
+  }
+
+  // Entries named by the key's text (pickle::key_text); a key without one names its value
+  // `<value N>`, N the entry's position in this dict, and a key that may hold tensors (a tensor,
+  // a tuple, an object) is walked as `<key N>`.
+  void add_entries(std::span<const DictItem> entries, const std::string& name, std::size_t& index) {
+    for (const auto& [key, item] : entries)
+      add_entry(*key, *item, name, index++);
+  }
+
+  void add_entry(const Value& key, const Value& item, const std::string& name, std::size_t index) {
+    charge_step();
+    if (may_hold_tensors(item)) {
+      children_.push_back({&item, nullptr, join(name, entry_value_label(key, index)), 0});
+    }
+    // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
+    // an object or a tuple holding one is walked as `<key N>`.
+    if (may_hold_tensors(key) && !pickle::key_text(key)) {
+      children_.push_back({&key, nullptr, join(name, fmt::format("<key {}>", index)), 0});
+    }
+  }
+
+  // What dict(source) and OrderedDict(source) take: a mapping, or an iterable of (key, value)
+  // pairs (Python 2's OrderedDict.__reduce__ pickled a list of [key, value] lists). Returns
+  // false, adding nothing, for anything else.
+  bool add_pairs(const Value& source, const std::string& name, std::size_t& index) {
+    if (source.is(Kind::kDict)) {
+      add_entries(source.dict_items(), name, index);
+      return true;
+    }
+    if (source.is(Kind::kCall) && classify_global(source.callable()) == KnownGlobal::kDictLike) {
+      // dict(OrderedDict(pairs)): the inner mapping's entries, in its order. Its own source is
+      // taken when the walk reaches it, so this does not recurse.
+      children_.push_back({&source, nullptr, name, 0});
+      return true;
+    }
+    if (!is_sequence(source)) return false;
+    const auto items = source.items();
+    if (!std::all_of(items.begin(), items.end(),
+                     [](const Value* item) { return as_pair(*item).has_value(); })) {
+      return false;
+    }
+    for (const Value* item : items) {
+      const DictItem pair = *as_pair(*item);
+      add_entry(*pair.key, *pair.value, name, index++);
+    }
+    return true;
+  }
+
   void add_object(const Value& object, const std::string& name) {
     const KnownGlobal kind = classify_global(object.callable());
-    if (kind == KnownGlobal::kDictLike) {
-      add_entries(object.dict_items(), name);
-      return;
-    }
-    if (kind == KnownGlobal::kRebuildFromType) {
-      add_jagged_parts(object, name);
-      return;
-    }
-    if (kind == KnownGlobal::kJitListBuilder) {
-      // The list (or tagged value) stands in the call's place, under the call's name.
-      if (!object.args().items().empty()) {
-        children_.push_back({object.args().items()[0], nullptr, name, 0});
-      }
-      return;
-    }
-    if (const Value* state = object.state()) {
-      if (state->is(Kind::kDict)) {
-        add_entries(state->dict_items(), name);
-      } else if (state->is(Kind::kTuple)) {
-        for (const Value* part : state->items()) {
-          if (part->is(Kind::kDict)) add_entries(part->dict_items(), name);
+    const auto args = object.args().items();
+    switch (kind) {
+      case KnownGlobal::kDictLike:
+        add_dict_like(object, name);
+        return;
+      case KnownGlobal::kSetLike:
+      case KnownGlobal::kSequenceLike: {
+        // set(members), list(iterable): the members first, then what ADDITEMS / APPENDS added.
+        std::size_t index = 0;
+        if (!args.empty() && is_sequence(*args[0])) {
+          index = add_items(args[0]->items(), name, 0);
+        } else if (!args.empty()) {
+          add(*args[0], join(name, "<arg 0>"));
         }
+        index = add_items(object.items(), name, index);
+        add_items(object.added_items(), name, index);
+        return;
+      }
+      case KnownGlobal::kReconstructor:
+        add_reconstructed(object, name);
+        return;
+      case KnownGlobal::kRebuildFromType:
+        add_jagged_parts(object, name);
+        return;
+      case KnownGlobal::kJitListBuilder:
+        // The list (or tagged value) stands in the call's place, under the call's name.
+        if (!args.empty()) add(*args[0], name);
+        return;
+      case KnownGlobal::kSize:
+      case KnownGlobal::kDtype:
+      case KnownGlobal::kGetLayout:
+      case KnownGlobal::kNumpyDtype:
+        return;
+      default:
+        add_opaque(object, name);
+        return;
+    }
+  }
+
+  // OrderedDict(source), dict(source, **kwargs), Counter(source), defaultdict(factory, source),
+  // then SETITEMS. BUILD states (a state_dict's `_metadata`) are the dict's attributes, not its
+  // items, and are not named (the audit still finds any tensor in them).
+  void add_dict_like(const Value& object, const std::string& name) {
+    const auto args = object.args().items();
+    const bool is_defaultdict = object.callable().name() == "defaultdict";
+    std::size_t index = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (is_defaultdict && i == 0) continue;  // the default factory
+      if (i == (is_defaultdict ? 1 : 0) && add_pairs(*args[i], name, index)) continue;
+      add(*args[i], join(name, fmt::format("<arg {}>", i)));
+    }
+    if (const Value* kwargs = object.kwargs(); kwargs != nullptr && kwargs->is(Kind::kDict)) {
+      add_entries(kwargs->dict_items(), name, index);
+    }
+    add_entries(object.dict_items(), name, index);
+  }
+
+  // copyreg._reconstructor(cls, base, state) is base.__new__(cls, state) (then BUILD): a list,
+  // tuple or dict subclass holds its elements in `state`; an object holds nothing there.
+  void add_reconstructed(const Value& object, const std::string& name) {
+    const auto args = object.args().items();
+    const KnownGlobal base = args.size() > 1 ? classify_global(*args[1]) : KnownGlobal::kOther;
+    if (args.size() > 2 && base == KnownGlobal::kSequenceLike && is_sequence(*args[2])) {
+      const std::size_t next = add_items(args[2]->items(), name, 0);
+      add_items(object.items(), name, next);
+    } else if (args.size() > 2 && base == KnownGlobal::kDictLike) {
+      std::size_t index = 0;
+      if (!add_pairs(*args[2], name, index)) add(*args[2], join(name, "<arg 2>"));
+      add_entries(object.dict_items(), name, index);
+    } else {
+      for (std::size_t i = 2; i < args.size(); ++i)
+        add(*args[i], join(name, fmt::format("<arg {}>", i)));
+      add_state_and_items(object, name);
+    }
+  }
+
+  // An object of a class pthload does not interpret: the arguments it was made from by
+  // position (so a namedtuple built by NEWOBJ names its fields `0`, `1`, as its tuple does),
+  // NEWOBJ_EX's keyword arguments by name, its BUILD states as its attributes, and what
+  // APPENDS / SETITEMS / ADDITEMS gave a list, dict or set subclass.
+  void add_opaque(const Value& object, const std::string& name) {
+    add_items(object.args().items(), name, 0);
+    if (const Value* kwargs = object.kwargs(); kwargs != nullptr) {
+      if (kwargs->is(Kind::kDict)) {
+        std::size_t index = 0;
+        add_entries(kwargs->dict_items(), name, index);
+      } else {
+        add(*kwargs, join(name, "<kwargs>"));
       }
     }
-    add_entries(object.dict_items(), name);
-    std::size_t index = 0;
-    for (const Value* item : object.items()) {
-      children_.push_back({item, nullptr, join(name, std::to_string(index++)), 0});
+    add_state_and_items(object, name);
+  }
+
+  void add_state_and_items(const Value& object, const std::string& name) {
+    // Each BUILD in turn: a dict of attributes, a (dict, slots) pair, or any other state, which
+    // __setstate__ receives whole and which is walked in the object's place.
+    for (const Value* state : object.states()) {
+      if (state->is(Kind::kDict)) {
+        std::size_t index = 0;
+        add_entries(state->dict_items(), name, index);
+      } else if (is_attribute_pair(*state)) {
+        for (const Value* part : state->items()) {
+          std::size_t index = 0;
+          if (part->is(Kind::kDict)) add_entries(part->dict_items(), name, index);
+        }
+      } else {
+        add(*state, name);
+      }
     }
+    std::size_t entry = 0;
+    add_entries(object.dict_items(), name, entry);
+    const std::size_t next = add_items(object.items(), name, 0);
+    add_items(object.added_items(), name, next);
+  }
+
+  // pickle's (state, slotstate) form of a BUILD state: each a dict or None.
+  static bool is_attribute_pair(const Value& state) noexcept {
+    if (!state.is(Kind::kTuple) || state.items().size() != 2) return false;
+    return std::all_of(state.items().begin(), state.items().end(), [](const Value* part) {
+      return part->is(Kind::kDict) || part->is(Kind::kNone);
+    });
   }
 
   // _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({'values': ..., 'offsets': ...,
-  // 'lengths': ..., ...},), state): the NJT's tensors, as `<name>.values`, `<name>.offsets` and
-  // `<name>.lengths` (torch/nested/_internal/nested_tensor.py NestedTensor.__reduce_ex__). Its
-  // cached metadata (min/max sequence lengths) is not listed.
+  // 'lengths': ..., '_metadata_cache': {...}},), state): the NJT's fields as attributes, so
+  // `<name>.values`, `<name>.offsets`, `<name>.lengths` and the tensors torch caches in
+  // `<name>._metadata_cache` (torch/nested/_internal/nested_tensor.py NestedTensor.__reduce_ex__).
   void add_jagged_parts(const Value& object, const std::string& name) {
     const auto args = object.args().items();
     if (args.size() < 3 || classify_global(*args[0]) != KnownGlobal::kRebuildJagged ||
         !args[2]->is(Kind::kTuple) || args[2]->items().empty() ||
         !args[2]->items()[0]->is(Kind::kDict)) {
+      add_opaque(object, name);
       return;
     }
-    for (const auto& [key, item] : args[2]->items()[0]->dict_items()) {
-      if (!key->is(Kind::kString)) continue;
-      const std::string_view field = key->as_string();
-      if (field == "values" || field == "offsets" || field == "lengths") {
-        children_.push_back({item, nullptr, join(name, field), 0});
-      }
-    }
+    std::size_t index = 0;
+    add_entries(args[2]->items()[0]->dict_items(), name, index);
   }
 
   TensorBuilder& builder_;
   const Limits& limits_;
   std::vector<NamedTensor>& out_;
   std::vector<OpaqueValue>& opaque_;
+  std::vector<const Value*>& listed_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
   std::vector<NamedTensor> parts_;
   std::unordered_set<const Value*> on_path_;
   std::size_t step_budget_;
   std::size_t steps_ = 0;
+};
+
+// The audit: every node reachable from the root, each once, looking for a tensor the walk did not
+// list. It knows no naming rule, so a gap in the rules cannot hide a tensor from it; what it
+// finds is listed under its path, written with the audit's own labels.
+class Audit {
+ public:
+  Audit(TensorBuilder& builder, std::span<const Value* const> listed, std::size_t name_budget,
+        std::vector<NamedTensor>& out)
+      : builder_(builder),
+        listed_(listed.begin(), listed.end()),
+        name_budget_(name_budget),
+        out_(out) {}
+
+  std::size_t run(const Value& root) {
+    stack_.push_back({&root, kNoParent, {}});
+    while (!stack_.empty()) {
+      const Pending pending = stack_.back();
+      stack_.pop_back();
+      const Value& value = *pending.value;
+      if (value.is(Kind::kCall) && listed_.contains(&value)) continue;
+      if (!visited_.insert(&value).second) continue;
+      if (value.is(Kind::kCall)) {
+        if (auto tensor = builder_.tensor_of(value)) {
+          out_.push_back({fallback_name(pending), std::move(*tensor)});
+          ++found_;
+          continue;
+        }
+        // A numpy array the walk left opaque (an object array) may hold tensors: look inside.
+        (void)builder_.take_opaque_reason();
+      }
+      const auto parent = static_cast<std::uint32_t>(nodes_.size());
+      nodes_.push_back({pending.parent, pending.edge});
+      push_children(value, parent);
+    }
+    return found_;
+  }
+
+ private:
+  static constexpr std::uint32_t kNoParent = UINT32_MAX;
+  // How a node was reached from its parent; written out only for a tensor the walk missed.
+  struct Edge {
+    enum class Type : std::uint8_t {
+      kIndex,
+      kValue,
+      kKey,
+      kCallable,
+      kArg,
+      kKwargs,
+      kState,
+      kItem,
+      kAdded,
+      kPersistentId,
+    };
+    Type type = Type::kIndex;
+    std::uint32_t index = 0;
+    const Value* key = nullptr;
+  };
+  struct Pending {
+    const Value* value;
+    std::uint32_t parent;
+    Edge edge;
+  };
+  struct Node {
+    std::uint32_t parent;
+    Edge edge;
+  };
+
+  void push(const Value* child, std::uint32_t parent, Edge edge) {
+    if (may_hold_tensors(*child) || child->is(Kind::kPersistent)) {
+      stack_.push_back({child, parent, edge});
+    }
+  }
+
+  void push_sequence(std::span<const Value* const> items, std::uint32_t parent, Edge::Type type) {
+    // Reversed, so that the first tensor found is the first in pickle order.
+    for (std::size_t i = items.size(); i-- > 0;)
+      push(items[i], parent, {type, static_cast<std::uint32_t>(i), nullptr});
+  }
+
+  void push_entries(std::span<const DictItem> entries, std::uint32_t parent) {
+    for (std::size_t i = entries.size(); i-- > 0;) {
+      const auto index = static_cast<std::uint32_t>(i);
+      push(entries[i].key, parent, {Edge::Type::kKey, index, nullptr});
+      push(entries[i].value, parent, {Edge::Type::kValue, index, entries[i].key});
+    }
+  }
+
+  void push_children(const Value& value, std::uint32_t parent) {
+    const auto states = value.states();
+    for (std::size_t i = states.size(); i-- > 0;)
+      push(states[i], parent, {Edge::Type::kState, static_cast<std::uint32_t>(i), nullptr});
+    switch (value.kind()) {
+      case Kind::kTuple:
+      case Kind::kList:
+      case Kind::kSet:
+      case Kind::kFrozenSet:
+        push_sequence(value.items(), parent, Edge::Type::kIndex);
+        break;
+      case Kind::kDict:
+        push_entries(value.dict_items(), parent);
+        break;
+      case Kind::kCall:
+        push_sequence(value.added_items(), parent, Edge::Type::kAdded);
+        push_entries(value.dict_items(), parent);
+        push_sequence(value.items(), parent, Edge::Type::kItem);
+        if (value.kwargs() != nullptr)
+          push(value.kwargs(), parent, {Edge::Type::kKwargs, 0, nullptr});
+        push_sequence(value.args().items(), parent, Edge::Type::kArg);
+        push(&value.callable(), parent, {Edge::Type::kCallable, 0, nullptr});
+        break;
+      case Kind::kPersistent:
+        push(&value.persistent_id(), parent, {Edge::Type::kPersistentId, 0, nullptr});
+        break;
+      default:
+        break;
+    }
+  }
+
+  static std::string label(const Edge& edge) {
+    switch (edge.type) {
+      case Edge::Type::kIndex:
+        return std::to_string(edge.index);
+      case Edge::Type::kValue: {
+        auto text = pickle::key_text(*edge.key);
+        // A long key is cut: the name says where the tensor was, and must not cost a copy of
+        // a large string per tensor.
+        if (text && text->size() <= kMaxLabelBytes) return std::move(*text);
+        return fmt::format("<value {}>", edge.index);
+      }
+      case Edge::Type::kKey:
+        return fmt::format("<key {}>", edge.index);
+      case Edge::Type::kCallable:
+        return "<callable>";
+      case Edge::Type::kArg:
+        return fmt::format("<arg {}>", edge.index);
+      case Edge::Type::kKwargs:
+        return "<kwargs>";
+      case Edge::Type::kState:
+        return edge.index == 0 ? "<state>" : fmt::format("<state {}>", edge.index);
+      case Edge::Type::kItem:
+        return fmt::format("<item {}>", edge.index);
+      case Edge::Type::kAdded:
+        return fmt::format("<added {}>", edge.index);
+      case Edge::Type::kPersistentId:
+        return "<persistent id>";
+    }
+    return "<?>";
+  }
+
+  // The path from the root, at most kMaxLabels steps (the last ones, after `<...>`), while the
+  // names made so far stay within the budget; past it, `<unreached N>`.
+  std::string fallback_name(const Pending& pending) {
+    std::vector<std::string> labels{label(pending.edge)};
+    std::uint32_t at = pending.parent;
+    bool cut = false;
+    while (at != kNoParent && nodes_[at].parent != kNoParent) {
+      if (labels.size() == kMaxLabels) {
+        cut = true;
+        break;
+      }
+      labels.push_back(label(nodes_[at].edge));
+      at = nodes_[at].parent;
+    }
+    if (pending.parent == kNoParent) labels.clear();  // the root itself is a tensor
+    std::string name = cut ? "<...>" : "";
+    for (auto it = labels.rbegin(); it != labels.rend(); ++it)
+      name = join(name, *it);
+    if (name_bytes_ + name.size() > name_budget_) name = fmt::format("<unreached {}>", found_);
+    name_bytes_ += name.size();
+    return name;
+  }
+
+  static constexpr std::size_t kMaxLabels = 16;
+  static constexpr std::size_t kMaxLabelBytes = 64;
+
+  TensorBuilder& builder_;
+  std::unordered_set<const Value*> listed_;
+  std::unordered_set<const Value*> visited_;
+  std::vector<Pending> stack_;
+  std::vector<Node> nodes_;
+  std::size_t name_budget_;
+  std::size_t name_bytes_ = 0;
+  std::size_t found_ = 0;
+  std::vector<NamedTensor>& out_;
 };
 
 }  // namespace
@@ -223,10 +588,15 @@ std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noe
   return static_cast<std::size_t>(std::min<std::uint64_t>(budget, limits.max_pickle_values));
 }
 
-void collect_named_tensors(const Value& root, std::size_t pickle_bytes, TensorBuilder& builder,
-                           const Limits& limits, std::vector<NamedTensor>& out,
-                           std::vector<OpaqueValue>& opaque) {
-  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque).run(root);
+std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
+                                  TensorBuilder& builder, const Limits& limits,
+                                  std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque) {
+  std::vector<const Value*> listed;
+  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque, listed).run(root);
+  const auto name_budget = std::max<std::size_t>(
+      kMinFallbackNameBytes,
+      common::checked_mul(pickle_bytes, kFallbackNameBytesPerPickleByte).value_or(SIZE_MAX));
+  return Audit(builder, listed, name_budget, out).run(root);
 }
 
 }  // namespace pthload::torch

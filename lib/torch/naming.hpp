@@ -13,17 +13,23 @@
 namespace pthload::torch {
 
 /// Walks the tree from `root` depth-first in container order and appends every tensor with its
-/// name: dict keys as text, list and tuple indices, joined with "."; an object of a class that
-/// is not interpreted contributes its pickled state (its attributes), so a pickled module gives
-/// `_modules.0._parameters.weight`. A tensor reachable by several paths is listed once per path;
-/// a cycle is not followed. Iterative; bounded by limits.max_pickle_nesting in depth, and in
-/// steps by walk_step_budget(pickle_bytes, limits) (a DAG of shared nodes can have exponentially
-/// many paths). `pickle_bytes` is the size of the pickle `root` came from. Tensor-like values
-/// the builder leaves opaque go to `opaque` with their reason.
-/// Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
-void collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
-                           TensorBuilder& builder, const Limits& limits,
-                           std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque);
+/// name (docs/naming.md has the rules): dict keys as text, list, tuple and set positions, the
+/// arguments, keyword arguments and BUILD states of objects pthload does not interpret, joined
+/// with "."; so a pickled module gives `_modules.0._parameters.weight`. A tensor reachable by
+/// several paths is listed once per path; a cycle is not followed. Iterative; bounded by
+/// limits.max_pickle_nesting in depth, and in steps by walk_step_budget(pickle_bytes, limits) (a
+/// DAG of shared nodes can have exponentially many paths). `pickle_bytes` is the size of the
+/// pickle `root` came from. Tensor-like values the builder leaves opaque go to `opaque` with
+/// their reason.
+///
+/// Then the audit: every node reachable from `root` is visited once, whatever its kind, and a
+/// tensor the walk did not list is appended under a fallback name, its path written with
+/// `<arg N>`, `<state>`, `<key N>`... labels (docs/naming.md). So the tensors listed are
+/// exactly the tensors the pickle rebuilds; returns how many only the audit found (0 unless a
+/// naming rule has a gap). Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
+std::size_t collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
+                                  TensorBuilder& builder, const Limits& limits,
+                                  std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque);
 
 /// Steps the naming walk may take: kWalkStepsPerPickleByte per byte of the pickle (at least
 /// kMinWalkSteps), and never more than limits.max_pickle_values.
@@ -35,5 +41,11 @@ void collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
 inline constexpr std::size_t kWalkStepsPerPickleByte = 8;
 /// Small pickles may share a little more: 65 536 steps take milliseconds and a few MB.
 inline constexpr std::size_t kMinWalkSteps = 65'536;
+
+/// The audit's fallback names may take this many bytes per pickle byte (at least
+/// kMinFallbackNameBytes); past that a tensor it finds is named `<unreached N>`, so that many
+/// tensors deep in a small file cannot cost a long name each.
+inline constexpr std::size_t kFallbackNameBytesPerPickleByte = 4;
+inline constexpr std::size_t kMinFallbackNameBytes = 1 << 20;
 
 }  // namespace pthload::torch

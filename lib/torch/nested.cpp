@@ -84,6 +84,9 @@ Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
   for (std::size_t i = 0; i < 4; ++i) {
     inputs.push_back(sparse_part(*args.items()[i], function, kNames[i]));
   }
+  for (const Tensor& input : inputs) {
+    if (input.has_storage()) checkpoint_.metadata_storages.push_back(&input.storage());
+  }
   const Tensor& buffer = inputs[0];
   const Tensor& sizes = inputs[1];
   const Tensor& strides = inputs[2];

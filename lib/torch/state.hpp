@@ -102,6 +102,10 @@ struct CheckpointState {
   std::vector<std::shared_ptr<Storage>> storages;
   std::vector<NamedTensor> tensors;
   std::vector<OpaqueValue> opaque_values;
+  std::vector<UnusedStorage> unused_storages;
+  /// Storages a listed tensor is made from without viewing them: a nested tensor's buffer (it
+  /// may have no component) and its sizes, strides and offsets tensors.
+  std::vector<const Storage*> metadata_storages;
 };
 
 }  // namespace pthload::detail

@@ -90,6 +90,16 @@ TEST_CASE("hostile: memo bombs") {
                    checkpoint_with(kProto + "](" + repeat("N", kListItems) + "eq\x00"s + "0](" +
                                    repeat("h\x00"s, kListItems) + "e."),
                    code(Errc::kTorchLimitExceeded)});
+  // The same with a dict of 300 000 entries and a set of 300 000 members: the entries and
+  // members the walk skips (they hold no tensor) still cost it a step each.
+  cases.push_back({"a 300 000-entry dict GETed 300 000 times",
+                   checkpoint_with(kProto + "}(" + repeat("NN", kListItems) + "uq\x00"s + "0](" +
+                                   repeat("h\x00"s, kListItems) + "e."),
+                   code(Errc::kTorchLimitExceeded)});
+  cases.push_back({"a 300 000-member set GETed 300 000 times",
+                   checkpoint_with(kProto + "\x8f(" + repeat("N", kListItems) + "\x90q\x00"s +
+                                   "0](" + repeat("h\x00"s, kListItems) + "e."),
+                   code(Errc::kTorchLimitExceeded)});
   // A small value fetched until the stack limit: 17 Mi GETs against max_pickle_stack (16 M).
   cases.push_back({"None GETed 17 million times",
                    checkpoint_with(kProto + "Nq\x00"s + repeat("h\x00"s, 17 * (1 << 20)) + "."),

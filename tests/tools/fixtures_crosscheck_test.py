@@ -7,7 +7,9 @@ FIXTURES_DIR is tests/fixtures (or tests/fixtures/torch). For every torch/**/*.p
 committed <name>.expected.json(.gz) (written by tests/fixtures/make_torch_fixtures.py with
 tools/torch_dump.py), `PTHINSPECT ls --json --checksum FILE` must print the same tensors
 (tools/torch_crosscheck.py's compare: names in order, dtype, shape, stride, storage_offset,
-storage, location, nbytes, xxh3, and the same sharing of storages).
+storage, location, nbytes, xxh3, the same sharing of storages, and where the expected JSON has
+"unused_storages", the same keys there). For those files `PTHINSPECT ls FILE` must also warn on
+stderr, in one line naming them, exactly when storages are unused.
 
 For files with storages tagged other than 'cpu' (the cuda fixtures: 'cuda:0' and 'cuda:3'), also:
   PTHINSPECT load FILE                                  exits non-zero with one line on stderr
@@ -65,6 +67,20 @@ def check_map_location(pthinspect, path, tags):
     return failures
 
 
+def check_unused_warning(pthinspect, path, unused):
+    """`ls FILE` warns on stderr, in one line naming each key, exactly when storages are unused."""
+    proc = run(pthinspect, "ls", path)
+    err = proc.stderr.decode(errors="replace").strip()
+    if proc.returncode != 0:
+        return [f"`ls` exited {proc.returncode}: {err!r}"]
+    if not unused:
+        return [f"`ls` warned with no unused storage: {err!r}"] if err else []
+    if "\n" in err or "used by no listed tensor" not in err or \
+            not all(f"'{key}'" in err for key in unused[:8]):
+        return [f"`ls` should warn in one line of the unused storages {unused}: {err!r}"]
+    return []
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
@@ -90,6 +106,8 @@ def main(argv):
                        if t.get("location") not in (None, "cpu") and t.get("storage") is not None})
         if tags:
             failures += check_map_location(pthinspect, path, tags)
+        if not error and "unused_storages" in expected:
+            failures += check_unused_warning(pthinspect, path, expected["unused_storages"])
         if failures:
             failed += 1
             torch_crosscheck.report(os.path.relpath(path, root), failures, 20)

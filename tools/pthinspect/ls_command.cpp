@@ -82,6 +82,26 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named, const std::string&
   return entry;
 }
 
+// Storages no listed tensor uses are what a reader that drops tensors leaves behind: said on
+// stderr, once, so that stdout stays what it was.
+void warn_unused_storages(const pthload::Checkpoint& checkpoint, const std::string& path) {
+  const auto unused = checkpoint.unused_storages();
+  if (unused.empty()) return;
+  constexpr std::size_t kKeysShown = 8;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> keys;
+  for (const auto& storage : unused) {
+    bytes += storage.nbytes;
+    if (keys.size() < kKeysShown) keys.push_back(fmt::format("'{}'", storage.key));
+  }
+  if (unused.size() > kKeysShown) keys.push_back("...");
+  std::cerr << fmt::format(
+      "pthinspect: warning: {}: {} {} ({}) used by no listed tensor: {} (`ls --json` lists "
+      "them under \"unused_storages\")\n",
+      path, unused.size(), unused.size() == 1 ? "storage" : "storages", human_bytes(bytes),
+      fmt::join(keys, ", "));
+}
+
 int run_ls(const LsArgs& args) {
   // Checksums need the bytes: a zero-copy CPU load maps them, whatever the tags say; a plain
   // listing reads only the structure.
@@ -100,7 +120,14 @@ int run_ls(const LsArgs& args) {
         opaque.push_back({{"name", value.name}, {"reason", value.reason}});
       out["opaque"] = std::move(opaque);
     }
+    auto unused = nlohmann::json::array();
+    for (const auto& storage : checkpoint.unused_storages()) {
+      unused.push_back(
+          {{"key", storage.key}, {"record", storage.record}, {"nbytes", storage.nbytes}});
+    }
+    out["unused_storages"] = std::move(unused);
     std::cout << out.dump(1) << '\n';
+    warn_unused_storages(checkpoint, args.path);
     return 0;
   }
   std::size_t name_width = 4;
@@ -128,6 +155,7 @@ int run_ls(const LsArgs& args) {
                            checkpoint.tensors().size(), human_bytes(tensor_bytes),
                            checkpoint.storages().size(), human_bytes(storage_bytes),
                            pthload::format_name(checkpoint.format()));
+  warn_unused_storages(checkpoint, args.path);
   return 0;
 }
 

@@ -1,0 +1,415 @@
+// The C API (pthload.h) over the public C++ API: every entry point catches everything and turns
+// it into an Errc code plus this thread's last error, so no exception crosses into C.
+#include "pthload/pthload.h"
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/dlpack.hpp"
+#include "pthload/dtype.hpp"
+#include "pthload/error.hpp"
+#include "pthload/options.hpp"
+#include "pthload/tensor.hpp"
+
+struct pthload_checkpoint {
+  pthload::Checkpoint checkpoint;
+};
+
+namespace {
+
+using pthload::Errc;
+
+// The C enums mirror the C++ ones value for value, so conversions are casts.
+static_assert(PTHLOAD_FLOAT64 == static_cast<int>(pthload::Dtype::kFloat64));
+static_assert(PTHLOAD_BOOL == static_cast<int>(pthload::Dtype::kBool));
+static_assert(PTHLOAD_QINT8 == static_cast<int>(pthload::Dtype::kQInt8));
+static_assert(PTHLOAD_FLOAT8_E5M2 == static_cast<int>(pthload::Dtype::kFloat8E5M2));
+static_assert(PTHLOAD_BITS4X2 == static_cast<int>(pthload::Dtype::kBits4x2));
+static_assert(PTHLOAD_DEVICE_CPU == static_cast<int>(pthload::Device::Type::kCpu));
+static_assert(PTHLOAD_DEVICE_CUDA == static_cast<int>(pthload::Device::Type::kCuda));
+static_assert(PTHLOAD_DEVICE_META == static_cast<int>(pthload::Device::Type::kMeta));
+static_assert(PTHLOAD_LAYOUT_SPARSE_COO == static_cast<int>(pthload::Layout::kSparseCoo));
+static_assert(PTHLOAD_LAYOUT_NESTED == static_cast<int>(pthload::Layout::kNested));
+static_assert(PTHLOAD_ERROR_INVALID_ARGUMENT == static_cast<int>(Errc::kCapiInvalidArgument));
+static_assert(PTHLOAD_ERROR_OUT_OF_MEMORY == static_cast<int>(Errc::kCapiOutOfMemory));
+static_assert(PTHLOAD_ERROR_INTERNAL == static_cast<int>(Errc::kCapiInternal));
+static_assert(PTHLOAD_ERROR_CALLBACK_FAILED == static_cast<int>(Errc::kCapiCallbackFailed));
+static_assert(PTHLOAD_ERROR_NO_DLPACK_FORM == static_cast<int>(Errc::kDlpackUnsupportedTensor));
+
+// The strings pthload_error points into, per thread.
+struct LastError {
+  pthload_error view{PTHLOAD_OK, "Ok", "", "", "", "", 0, 0, 0, 0};
+  std::string message;
+  std::string what;
+  std::string path;
+  std::string record;
+};
+thread_local LastError last_error;
+
+void clear_last_error() noexcept {
+  last_error.view = {PTHLOAD_OK, "Ok", "", "", "", "", 0, 0, 0, 0};
+}
+
+// Recording an error may itself run out of memory: then the code survives with a fixed text.
+int record_error(Errc code, const char* message, const pthload::ErrorContext* context) noexcept {
+  auto& view = last_error.view;
+  view.code = static_cast<int>(code);
+  view.code_name = pthload::errc_name(code).data();  // static, NUL-terminated literals
+  view.has_offset = context != nullptr && context->offset.has_value();
+  view.offset = view.has_offset ? *context->offset : 0;
+  view.has_opcode = context != nullptr && context->opcode.has_value();
+  view.opcode = view.has_opcode ? *context->opcode : 0;
+  try {
+    last_error.message = message;
+    last_error.path = context != nullptr ? context->path : std::string();
+    last_error.record = context != nullptr ? context->record : std::string();
+    view.message = last_error.message.c_str();
+    view.path = last_error.path.c_str();
+    view.record = last_error.record.c_str();
+  } catch (...) {
+    view.message = "out of memory while recording an error";
+    view.path = "";
+    view.record = "";
+  }
+  return view.code;
+}
+
+int record_error(const pthload::Error& error) noexcept {
+  record_error(error.code(), error.message().c_str(), &error.context());
+  try {
+    last_error.what = error.what();
+    last_error.view.what = last_error.what.c_str();
+  } catch (...) {
+    last_error.view.what = last_error.view.message;
+  }
+  return last_error.view.code;
+}
+
+int record_simple_error(Errc code, const char* message) noexcept {
+  record_error(code, message, nullptr);
+  last_error.view.what = last_error.view.message;
+  return last_error.view.code;
+}
+
+// Runs `body` with every exception turned into a code; the thread's last error says the rest.
+template <typename Body>
+int guarded(Body&& body) noexcept {
+  try {
+    body();
+    clear_last_error();
+    return PTHLOAD_OK;
+  } catch (const pthload::Error& error) {
+    return record_error(error);
+  } catch (const std::bad_alloc&) {
+    return record_simple_error(Errc::kCapiOutOfMemory, "out of memory");
+  } catch (const std::exception& error) {
+    std::string text = "unexpected exception (a bug in pthload): ";
+    try {
+      text += error.what();
+    } catch (...) {
+    }
+    return record_simple_error(Errc::kCapiInternal, text.c_str());
+  } catch (...) {
+    return record_simple_error(Errc::kCapiInternal,
+                               "unexpected exception of unknown type (a bug in pthload)");
+  }
+}
+
+[[noreturn]] void throw_invalid_argument(const std::string& what) {
+  throw pthload::Error(Errc::kCapiInvalidArgument, what);
+}
+
+const pthload::NamedTensor& named(const pthload_tensor* tensor) noexcept {
+  return *reinterpret_cast<const pthload::NamedTensor*>(tensor);
+}
+
+const pthload_tensor* handle(const pthload::NamedTensor& tensor) noexcept {
+  return reinterpret_cast<const pthload_tensor*>(&tensor);
+}
+
+pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user_data) {
+  return [function, user_data](const pthload::StorageInfo& storage,
+                               std::string_view location) -> std::optional<pthload::Device> {
+    const std::string key(storage.key);
+    const std::string tag(location);
+    const pthload_storage_info info{.key = key.c_str(),
+                                    .location = tag.c_str(),
+                                    .dtype = static_cast<pthload_dtype>(storage.dtype),
+                                    .numel = storage.numel,
+                                    .nbytes = storage.nbytes};
+    pthload_device device{PTHLOAD_DEVICE_CPU, -1};
+    const int chosen = function(user_data, &info, &device);
+    if (chosen < 0) {
+      throw pthload::Error(Errc::kCapiCallbackFailed,
+                           "the map_location callback returned " + std::to_string(chosen) +
+                               " for storage '" + key + "' (tagged '" + tag + "')");
+    }
+    if (chosen == 0) return std::nullopt;
+    switch (device.type) {
+      case PTHLOAD_DEVICE_CPU:
+        return pthload::Device::cpu();
+      case PTHLOAD_DEVICE_CUDA:
+        return pthload::Device::cuda(device.index);
+      case PTHLOAD_DEVICE_META:
+        return pthload::Device::meta();
+    }
+    throw_invalid_argument("the map_location callback chose device type " +
+                           std::to_string(static_cast<int>(device.type)) + " for storage '" + key +
+                           "', which is no pthload_device_type");
+  };
+}
+
+pthload::LoadOptions to_load_options(const pthload_options* options) {
+  pthload::LoadOptions result;
+  if (options == nullptr) return result;
+  if (options->map_to != nullptr) {
+    result.map_location = pthload::map_to(std::string_view(options->map_to));
+  } else if (options->map_location != nullptr) {
+    result.map_location = c_map_location(options->map_location, options->map_location_user_data);
+  }
+  result.copy = options->copy != 0;
+  result.verify_crc = options->verify_crc != 0;
+  result.limits.max_zip_entries = options->max_zip_entries;
+  result.limits.max_inflated_record_bytes = options->max_inflated_record_bytes;
+  result.limits.max_pickle_stack = static_cast<std::size_t>(options->max_pickle_stack);
+  result.limits.max_pickle_memo = static_cast<std::size_t>(options->max_pickle_memo);
+  result.limits.max_pickle_nesting = static_cast<std::size_t>(options->max_pickle_nesting);
+  result.limits.max_pickle_values = static_cast<std::size_t>(options->max_pickle_values);
+  return result;
+}
+
+// open or load, from a path or from bytes: the same checks and the same hand-over of ownership.
+template <typename Read>
+int make_checkpoint(pthload_checkpoint** out, Read&& read) noexcept {
+  if (out == nullptr) {
+    return record_simple_error(Errc::kCapiInvalidArgument, "the output pointer is NULL");
+  }
+  *out = nullptr;
+  return guarded([&] { *out = new pthload_checkpoint{read()}; });
+}
+
+std::span<const std::byte> caller_bytes(const void* data, std::size_t size) {
+  if (data == nullptr && size != 0) throw_invalid_argument("data is NULL but size is not 0");
+  return {static_cast<const std::byte*>(data), size};
+}
+
+void require_path(const char* path) {
+  if (path == nullptr) throw_invalid_argument("the path is NULL");
+}
+
+// The first element's address on the CPU, or the reason there is none.
+const std::byte* cpu_data(const pthload::NamedTensor& tensor) {
+  if (tensor.tensor.has_storage() && !tensor.tensor.storage().is_placed()) {
+    throw pthload::Error(Errc::kDeviceNotOnCpu,
+                         "tensor '" + tensor.name +
+                             "' is not placed: pthload_open reads no data, pthload_load does");
+  }
+  return tensor.tensor.data();
+}
+
+bool valid_dtype(pthload_dtype dtype) noexcept {
+  return static_cast<int>(dtype) >= PTHLOAD_FLOAT64 && static_cast<int>(dtype) <= PTHLOAD_BITS4X2;
+}
+
+}  // namespace
+
+extern "C" {
+
+const pthload_error* pthload_last_error(void) {
+  return &last_error.view;
+}
+
+void pthload_options_init(pthload_options* options) {
+  if (options == nullptr) return;
+  const pthload::Limits limits;
+  *options = pthload_options{.map_to = nullptr,
+                             .map_location = nullptr,
+                             .map_location_user_data = nullptr,
+                             .copy = 0,
+                             .verify_crc = 0,
+                             .max_zip_entries = limits.max_zip_entries,
+                             .max_inflated_record_bytes = limits.max_inflated_record_bytes,
+                             .max_pickle_stack = limits.max_pickle_stack,
+                             .max_pickle_memo = limits.max_pickle_memo,
+                             .max_pickle_nesting = limits.max_pickle_nesting,
+                             .max_pickle_values = limits.max_pickle_values};
+}
+
+int pthload_open(const char* path, const pthload_options* options, pthload_checkpoint** out) {
+  return make_checkpoint(out, [&] {
+    require_path(path);
+    return pthload::open(path, to_load_options(options));
+  });
+}
+
+int pthload_load(const char* path, const pthload_options* options, pthload_checkpoint** out) {
+  return make_checkpoint(out, [&] {
+    require_path(path);
+    return pthload::load(path, to_load_options(options));
+  });
+}
+
+int pthload_open_bytes(const void* data, size_t size, const pthload_options* options,
+                       pthload_checkpoint** out) {
+  return make_checkpoint(
+      out, [&] { return pthload::open(caller_bytes(data, size), to_load_options(options)); });
+}
+
+int pthload_load_bytes(const void* data, size_t size, const pthload_options* options,
+                       pthload_checkpoint** out) {
+  return make_checkpoint(
+      out, [&] { return pthload::load(caller_bytes(data, size), to_load_options(options)); });
+}
+
+void pthload_checkpoint_free(pthload_checkpoint* checkpoint) {
+  delete checkpoint;  // ~Checkpoint is noexcept
+}
+
+size_t pthload_checkpoint_tensor_count(const pthload_checkpoint* checkpoint) {
+  return checkpoint->checkpoint.tensors().size();
+}
+
+const pthload_tensor* pthload_checkpoint_tensor(const pthload_checkpoint* checkpoint,
+                                                size_t index) {
+  const auto tensors = checkpoint->checkpoint.tensors();
+  return index < tensors.size() ? handle(tensors[index]) : nullptr;
+}
+
+int pthload_checkpoint_find_tensor(const pthload_checkpoint* checkpoint, const char* name,
+                                   const pthload_tensor** out) {
+  if (out != nullptr) *out = nullptr;
+  return guarded([&] {
+    if (checkpoint == nullptr || name == nullptr || out == nullptr) {
+      throw_invalid_argument("the checkpoint, the name or the output pointer is NULL");
+    }
+    // Checkpoint::tensor() finds the first tensor of that name (or throws the error a C++
+    // caller gets); its address identifies the NamedTensor holding it.
+    const pthload::Tensor& found = checkpoint->checkpoint.tensor(name);
+    for (const pthload::NamedTensor& tensor : checkpoint->checkpoint.tensors()) {
+      if (&tensor.tensor == &found) {
+        *out = handle(tensor);
+        return;
+      }
+    }
+    throw pthload::Error(Errc::kCapiInternal, "Checkpoint::tensor returned no listed tensor");
+  });
+}
+
+const char* pthload_tensor_name(const pthload_tensor* tensor) {
+  return named(tensor).name.c_str();
+}
+
+pthload_dtype pthload_tensor_dtype(const pthload_tensor* tensor) {
+  return static_cast<pthload_dtype>(named(tensor).tensor.dtype());
+}
+
+pthload_layout pthload_tensor_layout(const pthload_tensor* tensor) {
+  return static_cast<pthload_layout>(named(tensor).tensor.layout());
+}
+
+size_t pthload_tensor_ndim(const pthload_tensor* tensor) {
+  return named(tensor).tensor.dim();
+}
+
+const int64_t* pthload_tensor_shape(const pthload_tensor* tensor) {
+  return named(tensor).tensor.sizes().data();
+}
+
+const int64_t* pthload_tensor_strides(const pthload_tensor* tensor) {
+  return named(tensor).tensor.strides().data();
+}
+
+int64_t pthload_tensor_storage_offset(const pthload_tensor* tensor) {
+  return named(tensor).tensor.storage_offset();
+}
+
+uint64_t pthload_tensor_numel(const pthload_tensor* tensor) {
+  return named(tensor).tensor.numel();
+}
+
+uint64_t pthload_tensor_nbytes(const pthload_tensor* tensor) {
+  return named(tensor).tensor.nbytes();
+}
+
+int pthload_tensor_is_contiguous(const pthload_tensor* tensor) {
+  return named(tensor).tensor.is_contiguous() ? 1 : 0;
+}
+
+pthload_device pthload_tensor_device(const pthload_tensor* tensor) {
+  const pthload::Device device = named(tensor).tensor.device();
+  return {static_cast<pthload_device_type>(device.type), device.index};
+}
+
+const void* pthload_tensor_data(const pthload_tensor* tensor) {
+  const void* data = nullptr;
+  guarded([&] {
+    if (tensor == nullptr) throw_invalid_argument("the tensor is NULL");
+    data = cpu_data(named(tensor));
+  });
+  return data;
+}
+
+const void* pthload_tensor_device_pointer(const pthload_tensor* tensor) {
+  const pthload::Tensor& t = named(tensor).tensor;
+  if (!t.has_storage() || t.device().type != pthload::Device::Type::kCuda) return nullptr;
+  const auto* base = static_cast<const std::byte*>(t.storage().device_pointer());
+  if (base == nullptr) return nullptr;
+  return base + static_cast<std::size_t>(t.storage_offset()) * pthload::element_size(t.dtype());
+}
+
+int pthload_tensor_copy(const pthload_tensor* tensor, void* buffer, size_t size) {
+  return guarded([&] {
+    if (tensor == nullptr || (buffer == nullptr && size != 0)) {
+      throw_invalid_argument("the tensor or the buffer is NULL");
+    }
+    cpu_data(named(tensor));  // throws the reason a tensor has no bytes here
+    const std::vector<std::byte> bytes = named(tensor).tensor.contiguous_bytes();
+    if (bytes.size() > size) {
+      throw_invalid_argument("tensor '" + named(tensor).name + "' has " +
+                             std::to_string(bytes.size()) + " bytes; the buffer holds " +
+                             std::to_string(size));
+    }
+    if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
+  });
+}
+
+int pthload_tensor_checksum(const pthload_tensor* tensor, uint64_t* out) {
+  return guarded([&] {
+    if (tensor == nullptr || out == nullptr) {
+      throw_invalid_argument("the tensor or the output pointer is NULL");
+    }
+    cpu_data(named(tensor));  // throws the reason a tensor has no bytes here
+    *out = named(tensor).tensor.content_checksum();
+  });
+}
+
+int pthload_tensor_to_dlpack(const pthload_tensor* tensor, struct DLManagedTensor** out) {
+  if (out != nullptr) *out = nullptr;
+  return guarded([&] {
+    if (tensor == nullptr || out == nullptr) {
+      throw_invalid_argument("the tensor or the output pointer is NULL");
+    }
+    *out = pthload::to_dlpack(named(tensor).tensor);
+  });
+}
+
+const char* pthload_dtype_name(pthload_dtype dtype) {
+  if (!valid_dtype(dtype)) return "unknown";
+  return pthload::dtype_name(static_cast<pthload::Dtype>(dtype)).data();  // static literals
+}
+
+size_t pthload_dtype_size(pthload_dtype dtype) {
+  if (!valid_dtype(dtype)) return 0;
+  return pthload::element_size(static_cast<pthload::Dtype>(dtype));
+}
+
+const char* pthload_version(void) {
+  return PTHLOAD_VERSION;
+}
+
+}  // extern "C"
