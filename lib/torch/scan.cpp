@@ -109,10 +109,6 @@ constexpr auto kDangerousNames = std::to_array<DangerousName>({
     {"builtins", "execfile"},
     {"builtins", "file"},
     {"builtins", "reload"},
-    {"operator", "attrgetter"},
-    {"operator", "itemgetter"},
-    {"operator", "methodcaller"},
-    {"functools", "partial"},
     {"functools", "reduce"},
     {"torch", "load"},
     {"torch.serialization", "load"},
@@ -234,6 +230,23 @@ class Scanner {
         return;
       }
       const Value& callable = value.callable();
+      // Calling what a call returned: getattr(os, 'system')(...), attrgetter('system')(os),
+      // partial(f, ...)(...). picklescan and modelscan flag functools.partial and operator's
+      // getters wherever they appear; the machine's state tells more: they are dangerous when
+      // what they built is called, and otherwise objects like any other (containers.pt holds
+      // a partial). torch.save never writes such a call.
+      if (callable.is(Kind::kCall)) {
+        const Value* maker = &callable;
+        for (int hops = 0; maker->is(Kind::kCall) && hops < 64; ++hops)
+          maker = &maker->callable();
+        finding(Verdict::kDangerous, where,
+                maker->is(Kind::kGlobal)
+                    ? fmt::format("calls what a call of {}.{} returned (a callable built while "
+                                  "unpickling)",
+                                  maker->module(), maker->name())
+                    : std::string("calls a callable built while unpickling"));
+        return;
+      }
       if (!callable.is(Kind::kGlobal)) return;
       add_global(callable, true, where);
       // The bytes a loads-like call unpickles: a pickle no linear scan of this one sees.
