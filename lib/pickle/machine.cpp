@@ -458,6 +458,7 @@ void Interpreter::load_global() {
     fail(Errc::kPickleBadArgument, fmt::format("{} name too long", name()));
   }
   push(arena_->make_global_view(module, qualified_name));
+  if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
 void Interpreter::load_stack_global() {
@@ -471,6 +472,7 @@ void Interpreter::load_stack_global() {
     fail(Errc::kPickleBadArgument, "STACK_GLOBAL name too long");
   }
   push(arena_->make_global_view(module->as_string(), qualified_name->as_string()));
+  if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
 void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
@@ -481,6 +483,7 @@ void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
         fmt::format("the keyword arguments must be a dict, not a {}", kind_name(kwargs->kind())));
   }
   push_container(arena_->make_call(opcode_, callable, args, kwargs));
+  if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
 void Interpreter::load_inst() {
@@ -500,7 +503,9 @@ void Interpreter::load_inst() {
   Value* args = arena_->make_tuple(above(mark));
   stack_.resize(mark);
   check_depth(*args);
-  load_call(arena_->make_global_view(module, qualified_name), args, nullptr);
+  Value* cls = arena_->make_global_view(module, qualified_name);
+  if (options_.on_global_or_call) options_.on_global_or_call(*cls);
+  load_call(cls, args, nullptr);
 }
 
 void Interpreter::load_obj() {

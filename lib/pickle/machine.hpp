@@ -37,6 +37,11 @@ struct RunOptions {
   /// Added to every offset an error reports, when the input is a slice of a larger stream.
   std::uint64_t base_offset = 0;
   PersistentLoad persistent_load;
+  /// For auditors: called with every global the run makes (GLOBAL, STACK_GLOBAL, INST's class)
+  /// and every call (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ), whether or not the result reaches
+  /// them: Python's unpickler imports and calls a value even when it is popped off the stack
+  /// afterwards. Must not throw.
+  std::function<void(const Value& value)> on_global_or_call;
 };
 
 /// Runs pickles. Holds its limits and scratch space (stack, marks, memo) reused from run to

@@ -11,24 +11,28 @@
 
 #include "pickle/print.hpp"
 #include "torch/globals.hpp"
+#include "torch/interpreted.hpp"
 #include "torch/state.hpp"
 #include "torch/storage_types.hpp"
 
 namespace pthload {
-namespace {
 
 using pickle::Kind;
 using pickle::Value;
+
+namespace {
 
 bool is_python_builtin(std::string_view module) {
   return module == "builtins" || module == "__builtin__";
 }
 
+}  // namespace
+
 // What the torch and pickle layers give a meaning to without calling anything. Kept beside the
 // layers' own checks (globals.cpp, storage_types.cpp, codecs.cpp, quantized.cpp, sparse.cpp,
 // storageless.cpp, legacy_storages.cpp): a global listed here and not there would be reported
 // as understood while the loader keeps it opaque, which the fixture tests would show.
-bool is_interpreted(const Value& global) {
+bool torch::is_interpreted(const Value& global) {
   if (torch::classify_global(global) != torch::KnownGlobal::kOther) return true;
   const std::string_view module = global.module();
   const std::string_view name = global.name();
@@ -49,6 +53,8 @@ bool is_interpreted(const Value& global) {
   // TorchScript's classes: objects whose attributes are read; their code is never run.
   return module.starts_with("__torch__");
 }
+
+namespace {
 
 // Every value of the tree once, iteratively: trees can be deep and cyclic.
 template <typename Visit>
@@ -102,7 +108,7 @@ std::vector<GlobalReference> referenced_globals(const Checkpoint& checkpoint) {
   for_each_value(*state.pickle.root, [&](const Value& value) {
     if (!value.is(Kind::kGlobal)) return;
     globals.push_back(
-        {std::string(value.module()), std::string(value.name()), is_interpreted(value)});
+        {std::string(value.module()), std::string(value.name()), torch::is_interpreted(value)});
   });
   const auto by_name = [](const GlobalReference& a, const GlobalReference& b) {
     return std::tie(a.module, a.name) < std::tie(b.module, b.name);

@@ -11,6 +11,8 @@ namespace pthinspect {
 struct Command {
   CLI::App* cli;
   std::function<int()> run;
+  /// The exit status when it fails with an error (diff and scan give 1 another meaning).
+  int error_status = 1;
 };
 
 Command add_ls_command(CLI::App& app);
@@ -19,5 +21,10 @@ Command add_records_command(CLI::App& app);
 Command add_cat_command(CLI::App& app);
 Command add_tree_command(CLI::App& app);
 Command add_globals_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
+Command add_stat_command(CLI::App& app);
+Command add_diff_command(CLI::App& app);
+Command add_verify_command(CLI::App& app);
+Command add_scan_command(CLI::App& app);
 
 }  // namespace pthinspect

@@ -1,0 +1,129 @@
+// scan() and verify_records(): a verdict from the pickle machine's state (every global and call
+// it made, reachable or not), findings for what torch.save never writes, and CRC checks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "pthload/inspect.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/pickle_writer.hpp"
+
+using pthload::Verdict;
+using pthload::test::checkpoint_file;
+using pthload::test::float_record;
+using pthload::test::PickleWriter;
+
+namespace {
+
+// {'w': a float tensor} as torch.save writes it.
+std::string clean_pickle() {
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("w").tensor_v2("FloatStorage", "0", 6, 0, {2, 3}, {3, 1});
+  return p.setitems().stop().bytes();
+}
+
+const pthload::ScannedGlobal* find_global(const pthload::ScanReport& report,
+                                          std::string_view module, std::string_view name) {
+  const auto it = std::find_if(report.globals.begin(), report.globals.end(),
+                               [&](const auto& g) { return g.module == module && g.name == name; });
+  return it == report.globals.end() ? nullptr : &*it;
+}
+
+bool has_finding(const pthload::ScanReport& report, std::string_view text) {
+  return std::any_of(report.findings.begin(), report.findings.end(),
+                     [&](const auto& f) { return f.message.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("scan: a torch.save state dict is safe, its globals all interpreted") {
+  const auto file =
+      checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
+  const auto report = pthload::scan(file.path());
+  CHECK(report.verdict == Verdict::kSafe);
+  CHECK(report.format == "zip");
+  CHECK(report.findings.empty());
+  const auto* rebuild = find_global(report, "torch._utils", "_rebuild_tensor_v2");
+  REQUIRE(rebuild != nullptr);
+  CHECK(rebuild->called);
+  CHECK(rebuild->verdict == Verdict::kSafe);
+  CHECK(rebuild->where == "ck/data.pkl");
+  CHECK(std::any_of(report.opcodes.begin(), report.opcodes.end(),
+                    [](const auto& op) { return op.first == "BINPERSID" && op.second == 1; }));
+}
+
+TEST_CASE("scan: a call whose result is popped is still dangerous") {
+  PickleWriter p;
+  p.global("os", "system").mark().str("echo pwned").tuple().reduce().op('0').empty_dict().stop();
+  const auto file = checkpoint_file(p.bytes(), {});
+  const auto report = pthload::scan(file.path());
+  CHECK(report.verdict == Verdict::kDangerous);
+  const auto* system = find_global(report, "os", "system");
+  REQUIRE(system != nullptr);
+  CHECK(system->called);
+  CHECK(system->verdict == Verdict::kDangerous);
+  // POP is how the result was discarded: torch.save never writes it.
+  CHECK(has_finding(report, "opcode POP"));
+}
+
+TEST_CASE("scan: an opaque class is unknown; submodules of a dangerous module are dangerous") {
+  PickleWriter opaque;
+  opaque.global("argparse", "Namespace").empty_tuple().reduce().stop();
+  const auto opaque_file = checkpoint_file(opaque.bytes(), {});
+  CHECK(pthload::scan(opaque_file.path()).verdict == Verdict::kUnknown);
+
+  PickleWriter sub;
+  sub.global("os.path", "join").empty_tuple().reduce().stop();
+  const auto sub_file = checkpoint_file(sub.bytes(), {});
+  CHECK(pthload::scan(sub_file.path()).verdict == Verdict::kDangerous);
+}
+
+TEST_CASE("scan: bytes after STOP and a second pickle there are reported and scanned") {
+  PickleWriter second;
+  second.global("builtins", "eval").mark().str("1").tuple().reduce().stop();
+  const auto file = checkpoint_file(clean_pickle() + "\x80\x02" + second.bytes(),
+                                    {{.name = "ck/data/0", .data = float_record(6)}});
+  const auto report = pthload::scan(file.path());
+  CHECK(has_finding(report, "bytes after the pickle's STOP"));
+  const auto* eval = find_global(report, "builtins", "eval");
+  REQUIRE(eval != nullptr);
+  CHECK(report.verdict == Verdict::kDangerous);
+}
+
+TEST_CASE("scan: a file that is neither zip nor pickle is not a checkpoint") {
+  const std::string path = "scan_test_not_a_checkpoint.txt";
+  std::ofstream(path) << "hello, world\n";
+  CHECK(pthload::scan(path).verdict == Verdict::kNotACheckpoint);
+  std::remove(path.c_str());
+  CHECK_THROWS_AS((void)pthload::scan("/nonexistent/pthload/scan.pt"), pthload::IoError);
+}
+
+TEST_CASE("verify_records: every record's CRC-32, one problem per bad record") {
+  const auto file =
+      checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
+  std::uint64_t read = 0;
+  CHECK(pthload::verify_records(file.path(), [&](std::uint64_t n) { read += n; }).empty());
+  CHECK(read > 24);
+  // Flip a byte of the storage record's data (its bytes are unique in the file).
+  std::string bytes;
+  {
+    std::ifstream in(file.path(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = bytes.find(float_record(6));
+  REQUIRE(at != std::string::npos);
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x5a);
+  const std::string corrupt = "scan_test_corrupt.pt";
+  std::ofstream(corrupt, std::ios::binary) << bytes;
+  const auto problems = pthload::verify_records(corrupt);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].record == "ck/data/0");
+  CHECK(problems[0].message.find("CRC-32") != std::string::npos);
+  std::remove(corrupt.c_str());
+}

@@ -1,0 +1,198 @@
+// Row-major chunks of a tensor's elements, views where the tensor is contiguous.
+#include "elements.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include <memory>
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+namespace pthinspect {
+
+void release_file_pages(std::span<const std::byte> bytes) noexcept {
+  if (bytes.empty()) return;
+  static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  // Only whole pages inside the span: a neighbour's bytes on a shared page may still be in use.
+  const auto begin = (reinterpret_cast<std::uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  // MADV_DONTNEED on a read-only file mapping drops this process's page table entries; the data
+  // stays in the page cache and is read again if touched. Never used on owned memory, where it
+  // would zero the bytes.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+std::uint64_t streamed_checksum(const pthload::Tensor& tensor, std::string_view name) {
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  ElementReader reader(tensor, name);
+  for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next())
+    XXH3_64bits_update(state.get(), chunk.data(), chunk.size());
+  return XXH3_64bits_digest(state.get());
+}
+
+std::string unreadable_reason(const pthload::Tensor& tensor) {
+  if (tensor.layout() != pthload::Layout::kStrided) {
+    return std::string(pthload::layout_name(tensor.layout())) + " tensor";
+  }
+  if (tensor.wrapper_subclass() != nullptr) return "wrapper subclass without storage";
+  if (!tensor.has_storage()) return "meta tensor (no data)";
+  if (!tensor.storage().is_placed() || tensor.storage().device() != pthload::Device::cpu()) {
+    return "storage not on the CPU";
+  }
+  return {};
+}
+
+ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name)
+    : tensor_(tensor),
+      element_size_(pthload::element_size(tensor.dtype())),
+      contiguous_(tensor.is_contiguous() || tensor.numel() <= 1),
+      file_view_(tensor.storage().is_file_view()) {
+  const std::uint64_t packed = pthload::packed_per_byte(tensor.dtype());
+  total_ = packed > 1 ? (tensor.numel() + packed - 1) / packed : tensor.nbytes();
+  if (packed > 1) contiguous_ = true;
+  // Showing more bytes than the storage holds means the view overlaps itself.
+  if (total_ > tensor.storage().nbytes() && total_ > pthload::kMaxOverlappingViewBytes) {
+    throw pthload::FormatError(
+        pthload::Errc::kTorchLimitExceeded,
+        fmt::format("tensor '{}' is a view that overlaps itself and shows {} bytes of a {}-byte "
+                    "storage; more than {} bytes of such a view are not read",
+                    name, total_, tensor.storage().nbytes(), pthload::kMaxOverlappingViewBytes));
+  }
+  if (!contiguous_) index_.assign(tensor.dim(), 0);
+}
+
+ElementReader::~ElementReader() {
+  release_previous();
+}
+
+void ElementReader::release_previous() noexcept {
+  if (file_view_) release_file_pages(previous_);
+  previous_ = {};
+}
+
+std::span<const std::byte> ElementReader::next(std::size_t max_bytes) {
+  release_previous();
+  if (done_ >= total_) return {};
+  const std::size_t unit = pthload::packed_per_byte(tensor_.dtype()) > 1 ? 1 : element_size_;
+  const std::size_t want = static_cast<std::size_t>(
+      std::min<std::uint64_t>(std::max(max_bytes / unit, std::size_t{1}) * unit, total_ - done_));
+  if (contiguous_) {
+    const std::span<const std::byte> chunk(tensor_.data() + done_, want);
+    done_ += want;
+    previous_ = chunk;
+    return chunk;
+  }
+  return next_box(want / element_size_);
+}
+
+// A strided view is read one box of its index space at a time: the trailing dimensions that fit
+// whole, and a range of the one before. Inside the box the loops run in the storage's order
+// (largest stride outermost), so the storage is read front to back whatever the view's order:
+// a transposed matrix row by row, not a page in every row per output row. That keeps the pages
+// touched between two releases few (the kernel maps neighbouring pages of a fault too).
+std::span<const std::byte> ElementReader::next_box(std::uint64_t elements_wanted) {
+  const auto sizes = tensor_.sizes();
+  const auto strides = tensor_.strides();
+  const std::size_t n = sizes.size();
+  std::size_t first = n;  // dims [first, n) are whole in the box
+  std::uint64_t inner = 1;
+  while (first > 0 && inner * static_cast<std::uint64_t>(sizes[first - 1]) <= elements_wanted) {
+    inner *= static_cast<std::uint64_t>(sizes[first - 1]);
+    --first;
+  }
+  // Once reading has started, the outermost dim is ranged (the box continues where it was).
+  if (first == 0 && done_ > 0) {
+    first = 1;
+    inner /= static_cast<std::uint64_t>(sizes[0]);
+  }
+  // The box's dims and sizes: a range of dim first-1 (when there is one), then dims [first, n).
+  const std::size_t ranged = first > 0 ? first - 1 : 0;
+  std::vector<std::int64_t> box(n, 1);
+  for (std::size_t dim = first; dim < n; ++dim)
+    box[dim] = sizes[dim];
+  if (first > 0) {
+    box[ranged] = std::min<std::int64_t>(static_cast<std::int64_t>(elements_wanted / inner),
+                                         sizes[ranged] - index_[ranged]);
+  }
+  std::vector<std::int64_t> out_stride(n, 0);
+  std::int64_t box_elements = 1;
+  for (std::size_t dim = n; dim-- > ranged;) {
+    out_stride[dim] = box_elements;
+    box_elements *= box[dim];
+  }
+  std::int64_t base = 0;
+  for (std::size_t dim = 0; dim < n; ++dim)
+    base += index_[dim] * strides[dim];
+  // Loop order: largest stride outermost; the innermost dim copies a run when it is contiguous
+  // both in the storage and in the box.
+  std::vector<std::size_t> order;
+  for (std::size_t dim = ranged; dim < n; ++dim)
+    if (box[dim] > 1) order.push_back(dim);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return strides[a] > strides[b]; });
+  std::int64_t run = 1;
+  if (!order.empty() && strides[order.back()] == 1 && out_stride[order.back()] == 1) {
+    run = box[order.back()];
+    order.pop_back();
+  }
+
+  const std::size_t bytes = static_cast<std::size_t>(box_elements) * element_size_;
+  buffer_.resize(bytes);
+  const std::byte* data = tensor_.data();
+  std::vector<std::int64_t> position(order.size(), 0);
+  std::int64_t in = base;
+  std::int64_t out = 0;
+  std::int64_t low = in;
+  std::int64_t high = in;
+  constexpr std::int64_t kReleaseEvery = std::int64_t{1} << 16;  // elements
+  std::int64_t since_release = 0;
+  for (std::int64_t copied = 0; copied < box_elements; copied += run) {
+    std::memcpy(buffer_.data() + out * static_cast<std::int64_t>(element_size_),
+                data + in * static_cast<std::int64_t>(element_size_),
+                static_cast<std::size_t>(run) * element_size_);
+    low = std::min(low, in);
+    high = std::max(high, in + run);
+    since_release += run;
+    if (file_view_ && since_release >= kReleaseEvery) {
+      release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
+                          static_cast<std::size_t>(high - low) * element_size_});
+      low = in;
+      high = in;
+      since_release = 0;
+    }
+    for (std::size_t j = order.size(); j-- > 0;) {
+      const std::size_t dim = order[j];
+      in += strides[dim];
+      out += out_stride[dim];
+      if (++position[j] < box[dim]) break;
+      in -= strides[dim] * box[dim];
+      out -= out_stride[dim] * box[dim];
+      position[j] = 0;
+    }
+  }
+  if (file_view_) {
+    release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
+                        static_cast<std::size_t>(high - low) * element_size_});
+  }
+  // Past the box: the ranged dim moves on, carrying into the dims before it.
+  if (first == 0) {
+    done_ = total_;
+  } else {
+    index_[ranged] += box[ranged];
+    for (std::size_t dim = ranged; dim > 0 && index_[dim] == sizes[dim]; --dim) {
+      index_[dim] = 0;
+      ++index_[dim - 1];
+    }
+    done_ += bytes;
+  }
+  return {buffer_.data(), bytes};
+}
+
+}  // namespace pthinspect

@@ -1,0 +1,73 @@
+// Reading a CPU tensor's elements in row-major order, a bounded chunk at a time: what export,
+// stat, diff and verify stream through, so a 1 GB tensor never needs 1 GB of memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pthload/pthload.hpp>
+
+namespace pthinspect {
+
+/// The bytes per chunk the readers hand out (and the most a strided view is gathered into).
+inline constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+
+/// The row-major bytes of one tensor placed on the CPU, a chunk at a time. A contiguous tensor's
+/// chunks are views of its storage; a strided view's are gathered into an owned buffer of at
+/// most kChunkBytes. When the storage is a view of the mapped file, the pages a chunk came from
+/// are given back to the kernel once the next chunk is asked for, so reading a whole checkpoint
+/// keeps little of it resident. Packed dtypes (quint4x2, quint2x4) must be contiguous.
+class ElementReader {
+ public:
+  /// `tensor` must have a storage placed on the CPU (pthload::load with map_to("cpu")); the
+  /// tensor is copied and keeps its storage alive. `name` names it in errors. A view that
+  /// overlaps itself (stride 0, expand) and shows more than pthload::kMaxOverlappingViewBytes
+  /// is refused, as Tensor::content_checksum() refuses it: a tiny file must not make a command
+  /// run for hours. Throws FormatError(kTorchLimitExceeded).
+  explicit ElementReader(const pthload::Tensor& tensor, std::string_view name = {});
+  ElementReader(const ElementReader&) = delete;
+  ElementReader& operator=(const ElementReader&) = delete;
+  ~ElementReader();
+
+  /// Every byte the tensor shows (numel × element size, packed bytes for packed dtypes).
+  [[nodiscard]] std::uint64_t total_bytes() const noexcept { return total_; }
+  /// The next at most `max_bytes` bytes (a whole number of elements, at least one element),
+  /// or an empty span at the end. Valid until the next call. Chunks of a strided view may be
+  /// shorter than asked (a box of its index space), so callers reading two tensors in step
+  /// must not assume equal chunks.
+  [[nodiscard]] std::span<const std::byte> next(std::size_t max_bytes = kChunkBytes);
+
+ private:
+  void release_previous() noexcept;
+  std::span<const std::byte> next_box(std::uint64_t elements_wanted);
+
+  pthload::Tensor tensor_;
+  std::size_t element_size_;
+  std::uint64_t total_ = 0;
+  std::uint64_t done_ = 0;  // bytes handed out
+  bool contiguous_;
+  bool file_view_;
+  std::span<const std::byte> previous_;  // the last contiguous chunk, released on the next call
+  std::vector<std::int64_t> index_;      // the strided walk's position, row-major
+  std::vector<std::byte> buffer_;
+};
+
+/// XXH3-64 of the tensor's elements in row-major order, as Tensor::content_checksum() gives it,
+/// streamed through ElementReader: the pages read are released as it goes, so hashing a large
+/// checkpoint keeps little of it resident.
+[[nodiscard]] std::uint64_t streamed_checksum(const pthload::Tensor& tensor,
+                                              std::string_view name = {});
+
+/// Gives the pages of `bytes` (a view of a read-only file mapping) back to the kernel: they stay
+/// in the page cache but no longer count towards this process's resident memory.
+void release_file_pages(std::span<const std::byte> bytes) noexcept;
+
+/// Why a tensor has no bytes to read on the CPU ("sparse tensor", "meta tensor", ...), or empty
+/// when ElementReader can read it.
+[[nodiscard]] std::string unreadable_reason(const pthload::Tensor& tensor);
+
+}  // namespace pthinspect

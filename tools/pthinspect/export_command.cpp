@@ -1,0 +1,383 @@
+// `pthinspect export FILE --to safetensors OUT` and `--to npy DIR`: the checkpoint's tensors in
+// the formats the rest of the world loads without torch, written streaming with bounded memory.
+// safetensors: https://github.com/huggingface/safetensors (README "Format"): an 8-byte
+// little-endian header size N, N bytes of JSON padded with spaces to a multiple of 8, then the
+// data; every tensor's [begin, end) is relative to the data's start, the ranges tile it without
+// holes or overlaps. npy: numpy's NEP 1 (format version 1.0).
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <pthload/pthload.hpp>
+
+#include "commands.hpp"
+#include "elements.hpp"
+#include "files.hpp"
+#include "output.hpp"
+
+namespace pthinspect {
+namespace {
+
+struct ExportArgs {
+  std::string path;
+  std::string to;
+  std::string out;
+  std::string max_shard_size;
+  bool skip_unsupported = false;
+};
+
+// safetensors' dtype names (safetensors/src/tensor.rs Dtype, as safetensors.torch maps them).
+std::optional<std::string_view> safetensors_dtype(pthload::Dtype dtype) {
+  using pthload::Dtype;
+  switch (dtype) {
+    case Dtype::kFloat64:
+      return "F64";
+    case Dtype::kFloat32:
+      return "F32";
+    case Dtype::kFloat16:
+      return "F16";
+    case Dtype::kBFloat16:
+      return "BF16";
+    case Dtype::kInt64:
+      return "I64";
+    case Dtype::kInt32:
+      return "I32";
+    case Dtype::kInt16:
+      return "I16";
+    case Dtype::kInt8:
+      return "I8";
+    case Dtype::kUInt8:
+      return "U8";
+    case Dtype::kUInt16:
+      return "U16";
+    case Dtype::kUInt32:
+      return "U32";
+    case Dtype::kUInt64:
+      return "U64";
+    case Dtype::kBool:
+      return "BOOL";
+    case Dtype::kFloat8E4M3FN:
+      return "F8_E4M3";
+    case Dtype::kFloat8E5M2:
+      return "F8_E5M2";
+    case Dtype::kFloat8E4M3FNUZ:
+      return "F8_E4M3FNUZ";
+    case Dtype::kFloat8E5M2FNUZ:
+      return "F8_E5M2FNUZ";
+    case Dtype::kComplex64:
+      return "C64";
+    default:
+      return std::nullopt;
+  }
+}
+
+// numpy's array-protocol type strings; numpy has no bfloat16, float8 or complex32.
+std::optional<std::string_view> npy_descr(pthload::Dtype dtype) {
+  using pthload::Dtype;
+  switch (dtype) {
+    case Dtype::kFloat64:
+      return "<f8";
+    case Dtype::kFloat32:
+      return "<f4";
+    case Dtype::kFloat16:
+      return "<f2";
+    case Dtype::kInt64:
+      return "<i8";
+    case Dtype::kInt32:
+      return "<i4";
+    case Dtype::kInt16:
+      return "<i2";
+    case Dtype::kInt8:
+      return "|i1";
+    case Dtype::kUInt8:
+      return "|u1";
+    case Dtype::kUInt16:
+      return "<u2";
+    case Dtype::kUInt32:
+      return "<u4";
+    case Dtype::kUInt64:
+      return "<u8";
+    case Dtype::kBool:
+      return "|b1";
+    case Dtype::kComplex64:
+      return "<c8";
+    case Dtype::kComplex128:
+      return "<c16";
+    default:
+      return std::nullopt;
+  }
+}
+
+// "5GB" (10^9, as transformers reads it), "2GiB", "500MB", "64KiB", or a number of bytes.
+std::uint64_t parse_size(const std::string& text) {
+  static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 8> kUnits{{
+      {"KiB", 1ull << 10},
+      {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},
+      {"TiB", 1ull << 40},
+      {"KB", 1'000ull},
+      {"MB", 1'000'000ull},
+      {"GB", 1'000'000'000ull},
+      {"TB", 1'000'000'000'000ull},
+  }};
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  const std::string_view unit = std::string_view(text).substr(digits);
+  std::uint64_t scale = unit.empty() || unit == "B" ? 1 : 0;
+  for (const auto& [name, value] : kUnits)
+    if (unit == name) scale = value;
+  if (digits == 0 || digits > 12 || scale == 0) {
+    throw CliError(fmt::format(
+        "--max-shard-size: '{}' is not a size (a number of bytes, or with KB, MB, GB, KiB, MiB, "
+        "GiB)",
+        text));
+  }
+  const std::uint64_t size = std::stoull(text.substr(0, digits)) * scale;
+  if (size == 0) throw CliError("--max-shard-size must be more than 0 bytes");
+  return size;
+}
+
+struct Item {
+  const pthload::NamedTensor* named;
+  std::string_view dtype_name;  // the target format's name for the dtype
+  std::uint64_t nbytes;
+};
+
+// The tensors the target format can hold; the others are skipped when asked, else refused
+// with every one named (never silently dropped).
+std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
+  const bool npy = args.to == "npy";
+  std::vector<Item> items;
+  std::vector<std::string> refused;
+  for (const auto& named : checkpoint.tensors()) {
+    std::string reason = unreadable_reason(named.tensor);
+    const auto name =
+        npy ? npy_descr(named.tensor.dtype()) : safetensors_dtype(named.tensor.dtype());
+    if (reason.empty() && pthload::is_quantized(named.tensor.dtype())) {
+      reason = "quantized tensor";
+    } else if (reason.empty() && !name) {
+      reason = fmt::format("dtype {} has no {} name", pthload::dtype_name(named.tensor.dtype()),
+                           npy ? "numpy" : "safetensors");
+    }
+    if (reason.empty()) {
+      items.push_back({&named, *name, named.tensor.nbytes()});
+    } else {
+      refused.push_back(fmt::format("'{}' ({})", named.name, reason));
+    }
+  }
+  if (!refused.empty()) {
+    if (!args.skip_unsupported) {
+      throw CliError(fmt::format(
+          "{}: {} tensor{} cannot be exported to {}: {}; --skip-unsupported leaves {} out",
+          args.path, refused.size(), refused.size() == 1 ? "" : "s", args.to,
+          fmt::join(refused, ", "), refused.size() == 1 ? "it" : "them"));
+    }
+    for (const auto& what : refused)
+      std::cerr << fmt::format("pthinspect: skipped {}\n", what);
+  }
+  return items;
+}
+
+void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress& progress) {
+  ElementReader reader(named.tensor, named.name);
+  for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
+    out.write(chunk);
+    progress.advance(chunk.size());
+  }
+}
+
+// One safetensors file holding `items` (already in data order).
+void write_safetensors(const std::string& path, std::span<const Item> items, Progress& progress) {
+  nlohmann::ordered_json header;
+  // What torch-based writers put (safetensors.torch.save_file, transformers' save_pretrained).
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t offset = 0;
+  for (const Item& item : items) {
+    const auto sizes = item.named->tensor.sizes();
+    header[item.named->name] = {{"dtype", item.dtype_name},
+                                {"shape", std::vector<std::int64_t>(sizes.begin(), sizes.end())},
+                                {"data_offsets", {offset, offset + item.nbytes}}};
+    offset += item.nbytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error& e) {
+    // The spec's header is UTF-8 JSON; a name that is not UTF-8 cannot be written as it is.
+    throw CliError(fmt::format("{}: a tensor name is not valid UTF-8 ({})", path, e.what()));
+  }
+  // The data must start 8-byte aligned: the header is padded with spaces, as the spec allows.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::array<std::byte, 8> size_le{};
+  for (std::size_t i = 0; i < 8; ++i)
+    size_le[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xff);
+  OutputFile out(path);
+  out.write(size_le);
+  out.write(std::as_bytes(std::span(text)));
+  for (const Item& item : items)
+    stream_tensor(*item.named, out, progress);
+  out.close();
+}
+
+int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
+  std::vector<Item> items = exportable(checkpoint, args);
+  // safetensors' own writer orders data by alignment (largest element first), then by name, so
+  // every tensor starts aligned to its element size.
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    const auto size_a = pthload::element_size(a.named->tensor.dtype());
+    const auto size_b = pthload::element_size(b.named->tensor.dtype());
+    return size_a != size_b ? size_a > size_b : a.named->name < b.named->name;
+  });
+  std::uint64_t total = 0;
+  for (const Item& item : items)
+    total += item.nbytes;
+
+  std::vector<std::span<const Item>> shards;
+  if (args.max_shard_size.empty()) {
+    shards.emplace_back(items);
+  } else {
+    const std::uint64_t limit = parse_size(args.max_shard_size);
+    std::size_t first = 0;
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      // A tensor larger than the limit gets a shard of its own, as transformers does.
+      if (i > first && bytes + items[i].nbytes > limit) {
+        shards.emplace_back(std::span(items).subspan(first, i - first));
+        first = i;
+        bytes = 0;
+      }
+      bytes += items[i].nbytes;
+    }
+    shards.emplace_back(std::span(items).subspan(first));
+  }
+
+  Progress progress("export", total);
+  if (shards.size() == 1) {
+    write_safetensors(args.out, shards.front(), progress);
+    progress.clear();
+    std::cout << fmt::format("exported {} tensors ({}) to {}\n", items.size(), human_bytes(total),
+                             args.out);
+    return 0;
+  }
+  // transformers' naming: model-00001-of-00003.safetensors beside model.safetensors.index.json.
+  const std::filesystem::path out(args.out);
+  const std::string stem =
+      out.extension() == ".safetensors" ? out.stem().string() : out.filename().string();
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string name =
+        fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, s + 1, shards.size());
+    write_safetensors((out.parent_path() / name).string(), shards[s], progress);
+    for (const Item& item : shards[s])
+      weight_map[item.named->name] = name;
+  }
+  progress.clear();
+  const std::string index_path = args.out + ".index.json";
+  const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  const std::string index_text =
+      index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  OutputFile index_file(index_path);
+  index_file.write(std::as_bytes(std::span(index_text)));
+  index_file.close();
+  std::cout << fmt::format("exported {} tensors ({}) to {} shards, index {}\n", items.size(),
+                           human_bytes(total), shards.size(), index_path);
+  return 0;
+}
+
+// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR.
+std::string npy_file_name(std::string_view name) {
+  std::string file = name.empty() ? "_root" : std::string(name);
+  std::replace(file.begin(), file.end(), '/', '_');
+  if (file == "." || file == "..") file = "_" + file;
+  return file + ".npy";
+}
+
+int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
+  const std::vector<Item> items = exportable(checkpoint, args);
+  std::error_code error;
+  std::filesystem::create_directories(args.out, error);
+  if (error) throw CliError(fmt::format("{}: cannot create: {}", args.out, error.message()));
+  std::uint64_t total = 0;
+  for (const Item& item : items)
+    total += item.nbytes;
+  Progress progress("export", total);
+  for (const Item& item : items) {
+    const auto sizes = item.named->tensor.sizes();
+    std::string shape;
+    for (const auto size : sizes)
+      shape += fmt::format("{}, ", size);
+    if (!shape.empty()) shape.resize(shape.size() - (sizes.size() == 1 ? 1 : 2));
+    std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
+                                     item.dtype_name, shape);
+    // Magic (6) + version (2) + length (2) + header, padded with spaces and ended by '\n' to a
+    // multiple of 64 bytes, as numpy writes it.
+    const std::size_t padded = (10 + header.size() + 1 + 63) / 64 * 64 - 10;
+    header.append(padded - header.size() - 1, ' ');
+    header.push_back('\n');
+    std::string preamble = "\x93NUMPY";
+    preamble.push_back('\x01');
+    preamble.push_back('\x00');
+    preamble.push_back(static_cast<char>(header.size() & 0xff));
+    preamble.push_back(static_cast<char>(header.size() >> 8));
+    OutputFile out((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
+    out.write(std::as_bytes(std::span(preamble)));
+    out.write(std::as_bytes(std::span(header)));
+    stream_tensor(*item.named, out, progress);
+    out.close();
+  }
+  progress.clear();
+  std::cout << fmt::format("exported {} tensors ({}) to {}/\n", items.size(), human_bytes(total),
+                           args.out);
+  return 0;
+}
+
+int run_export(const ExportArgs& args) {
+  if (!args.max_shard_size.empty() && args.to != "safetensors")
+    throw CliError("--max-shard-size applies to --to safetensors only");
+  // Zero-copy views of the mapped file: the bytes are read once, straight into the output.
+  const pthload::Checkpoint checkpoint =
+      pthload::load(args.path, {.map_location = pthload::map_to("cpu")});
+  return args.to == "npy" ? export_npy(checkpoint, args) : export_safetensors(checkpoint, args);
+}
+
+// Errors of the streaming readers know the tensor, not the file.
+int run_export_naming_file(const ExportArgs& args) {
+  try {
+    return run_export(args);
+  } catch (pthload::Error& e) {
+    if (e.context().path.empty()) e.context().path = args.path;
+    throw;
+  }
+}
+
+}  // namespace
+
+Command add_export_command(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* cmd = app.add_subcommand(
+      "export", "Write the tensors as safetensors (one file, or shards + index) or .npy files");
+  cmd->add_option("file", args->path, "checkpoint")->required();
+  cmd->add_option("out", args->out, "output file (safetensors) or directory (npy)")->required();
+  cmd->add_option("--to", args->to, "safetensors | npy")
+      ->required()
+      ->check(CLI::IsMember({"safetensors", "npy"}));
+  cmd->add_option("--max-shard-size", args->max_shard_size,
+                  "split into shards of at most this size (5GB, 500MB, 2GiB) plus "
+                  "OUT.index.json, as transformers writes them");
+  cmd->add_flag("--skip-unsupported", args->skip_unsupported,
+                "leave out (and name on stderr) tensors the format cannot hold, instead of "
+                "failing");
+  return {cmd, [args] { return run_export_naming_file(*args); }};
+}
+
+}  // namespace pthinspect

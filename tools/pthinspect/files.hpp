@@ -1,0 +1,36 @@
+// Output files for pthinspect: written with write(2) in large chunks, errors naming the file.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace pthinspect {
+
+/// An error of pthinspect itself (not of the library): a file it cannot write, an option that
+/// does not fit the checkpoint. main() prints it as one line and exits 1.
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A file created (or truncated) for writing. Throws CliError naming the file and errno's text.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  /// Writes all of `bytes`.
+  void write(std::span<const std::byte> bytes);
+  /// Closes the file, reporting a failed close (a full disk can show up only there).
+  void close();
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace pthinspect

@@ -1,0 +1,183 @@
+// `pthinspect stat FILE [NAME...]`: per tensor min, max, mean, std and the counts of NaN, ±Inf
+// and zeros, for every numeric dtype (complex ones by magnitude), in one streaming pass.
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <pthload/pthload.hpp>
+
+#include "commands.hpp"
+#include "elements.hpp"
+#include "output.hpp"
+#include "values.hpp"
+
+namespace pthinspect {
+namespace {
+
+struct StatArgs {
+  std::string path;
+  std::vector<std::string> names;
+  bool json = false;
+};
+
+// Min, max, mean and std over the finite values (Welford's update: one pass, no cancellation);
+// NaN and ±Inf are counted, not averaged.
+struct Stats {
+  std::uint64_t count = 0;
+  std::uint64_t finite = 0;
+  std::uint64_t nan = 0;
+  std::uint64_t pos_inf = 0;
+  std::uint64_t neg_inf = 0;
+  std::uint64_t zeros = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double mean = 0;
+  double m2 = 0;
+
+  void add(double re, double im, bool complex) {
+    ++count;
+    if (std::isnan(re) || std::isnan(im)) {
+      ++nan;
+      return;
+    }
+    if (std::isinf(re) || std::isinf(im)) {
+      // A complex infinity has no sign: counted as +Inf (its magnitude).
+      ++((!complex && re < 0) ? neg_inf : pos_inf);
+      return;
+    }
+    const double v = complex ? std::hypot(re, im) : re;
+    if (v == 0) ++zeros;
+    ++finite;
+    min = std::min(min, v);
+    max = std::max(max, v);
+    const double delta = v - mean;
+    mean += delta / static_cast<double>(finite);
+    m2 += delta * (v - mean);
+  }
+  // The population standard deviation, as torch.std(unbiased=False).
+  [[nodiscard]] double std_dev() const { return finite > 0 ? std::sqrt(m2 / finite) : 0.0; }
+};
+
+nlohmann::json number_or_null(bool present, double value) {
+  return present && std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
+}
+
+int run_stat(const StatArgs& args) {
+  const pthload::Checkpoint checkpoint =
+      pthload::load(args.path, {.map_location = pthload::map_to("cpu")});
+  std::vector<const pthload::NamedTensor*> chosen;
+  if (args.names.empty()) {
+    for (const auto& named : checkpoint.tensors())
+      chosen.push_back(&named);
+  } else {
+    for (const auto& name : args.names) {
+      (void)checkpoint.tensor(name);  // throws kTorchNameNotFound naming it
+      for (const auto& named : checkpoint.tensors())
+        if (named.name == name) chosen.push_back(&named);
+    }
+  }
+  std::uint64_t total = 0;
+  for (const auto* named : chosen)
+    if (unreadable_reason(named->tensor).empty()) total += named->tensor.nbytes();
+
+  Progress progress("stat", total);
+  auto list = nlohmann::json::array();
+  std::size_t width = 4;
+  for (const auto* named : chosen)
+    width = std::max(width, named->name.size());
+  if (!args.json) {
+    std::cout << fmt::format(
+        "{:<{}}  {:<10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>6}  {:>6}  {:>6}  "
+        "{:>8}\n",
+        "name", width, "dtype", "min", "max", "mean", "std", "nan", "+inf", "-inf", "zeros");
+  }
+  for (const auto* named : chosen) {
+    const pthload::Tensor& t = named->tensor;
+    const std::string display = named->name.empty() ? "(root)" : named->name;
+    std::string reason = unreadable_reason(t);
+    if (reason.empty() && !is_numeric(t.dtype()))
+      reason = fmt::format("dtype {} has no numeric values", pthload::dtype_name(t.dtype()));
+    if (!reason.empty()) {
+      progress.clear();
+      if (args.json) {
+        list.push_back({{"name", named->name},
+                        {"dtype", pthload::dtype_name(t.dtype())},
+                        {"skipped", reason}});
+      } else {
+        std::cout << fmt::format("{:<{}}  {:<10}  ({})\n", display, width,
+                                 pthload::dtype_name(t.dtype()), reason);
+      }
+      continue;
+    }
+    Stats stats;
+    const bool complex = is_complex(t.dtype());
+    ElementReader reader(t, named->name);
+    for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
+      for_each_value(t.dtype(), chunk, [&](double re, double im) { stats.add(re, im, complex); });
+      progress.advance(chunk.size());
+    }
+    const bool any = stats.finite > 0;
+    progress.clear();
+    if (args.json) {
+      const auto sizes = t.sizes();
+      nlohmann::json entry{{"name", named->name},
+                           {"dtype", pthload::dtype_name(t.dtype())},
+                           {"shape", std::vector<std::int64_t>(sizes.begin(), sizes.end())},
+                           {"count", stats.count},
+                           {"min", number_or_null(any, stats.min)},
+                           {"max", number_or_null(any, stats.max)},
+                           {"mean", number_or_null(any, stats.mean)},
+                           {"std", number_or_null(any, stats.std_dev())},
+                           {"nan", stats.nan},
+                           {"posinf", stats.pos_inf},
+                           {"neginf", stats.neg_inf},
+                           {"zeros", stats.zeros}};
+      if (complex) entry["of"] = "magnitude";
+      if (pthload::is_quantized(t.dtype())) entry["of"] = "integer representation";
+      list.push_back(std::move(entry));
+    } else {
+      const auto cell = [&](double v) { return any ? fmt::format("{:.6g}", v) : "-"; };
+      std::cout << fmt::format(
+          "{:<{}}  {:<10}  {:>12}  {:>12}  {:>12}  {:>12}  {:>6}  {:>6}  {:>6}  {:>8}\n", display,
+          width, pthload::dtype_name(t.dtype()), cell(stats.min), cell(stats.max), cell(stats.mean),
+          cell(stats.std_dev()), stats.nan, stats.pos_inf, stats.neg_inf, stats.zeros);
+    }
+  }
+  if (args.json)
+    std::cout << nlohmann::json{{"tensors", std::move(list)}}.dump(
+                     1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
+  return 0;
+}
+
+// Errors of the streaming readers know the tensor, not the file.
+int run_stat_naming_file(const StatArgs& args) {
+  try {
+    return run_stat(args);
+  } catch (pthload::Error& e) {
+    if (e.context().path.empty()) e.context().path = args.path;
+    throw;
+  }
+}
+
+}  // namespace
+
+Command add_stat_command(CLI::App& app) {
+  auto args = std::make_shared<StatArgs>();
+  auto* cmd = app.add_subcommand(
+      "stat", "Per tensor min, max, mean, std and counts of NaN, +-Inf and zeros (one pass)");
+  cmd->add_option("file", args->path, "checkpoint")->required();
+  cmd->add_option("names", args->names, "only these tensors (default: all)");
+  cmd->add_flag("--json", args->json, "print JSON instead of a table");
+  return {cmd, [args] { return run_stat_naming_file(*args); }};
+}
+
+}  // namespace pthinspect
