@@ -187,6 +187,13 @@ constexpr auto kNeverWritten = std::to_array<Opcode>(
      Opcode::kUnicode, Opcode::kGet,    Opcode::kPut,        Opcode::kDict,
      Opcode::kList,    Opcode::kPersId, Opcode::kNextBuffer, Opcode::kReadonlyBuffer});
 
+// What protocols 0 and 1 write, which torch.save(pickle_protocol=0 or 1) therefore writes too: a
+// pickle without PROTO may hold these (Lib/pickle.py save_long, save_float, save_str, memoize,
+// save_dict, save_list, persistent_id).
+constexpr auto kTextProtocolOpcodes = std::to_array<Opcode>(
+    {Opcode::kInt, Opcode::kLong, Opcode::kFloat, Opcode::kString, Opcode::kUnicode, Opcode::kGet,
+     Opcode::kPut, Opcode::kDict, Opcode::kList, Opcode::kPersId});
+
 std::string at(std::string_view where, std::uint64_t offset) {
   return fmt::format("{}+{:#x}", where, offset);
 }
@@ -211,8 +218,13 @@ class Scanner {
         opcodes_[name.empty() ? fmt::format("{:#04x}", op) : std::string(name)] +=
             census.counts[op];
       }
+    const bool text_protocol = census.counts[static_cast<std::uint8_t>(Opcode::kProto)] == 0;
     for (const Opcode op : kNeverWritten) {
       const auto count = census.counts[static_cast<std::uint8_t>(op)];
+      if (text_protocol && std::find(kTextProtocolOpcodes.begin(), kTextProtocolOpcodes.end(),
+                                     op) != kTextProtocolOpcodes.end()) {
+        continue;
+      }
       if (count > 0) {
         finding(Verdict::kUnknown, where,
                 fmt::format("opcode {} ({} time{}), which torch.save never writes",
@@ -348,8 +360,13 @@ class Scanner {
     static constexpr std::array<unsigned char, 12> kMagicLong1{0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
                                                                0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
     const auto* begin = reinterpret_cast<const unsigned char*>(pickle_bytes.data());
-    return std::search(begin, begin + pickle_bytes.size(), kMagicLong1.begin(),
-                       kMagicLong1.end()) != begin + pickle_bytes.size();
+    if (std::search(begin, begin + pickle_bytes.size(), kMagicLong1.begin(), kMagicLong1.end()) !=
+        begin + pickle_bytes.size()) {
+      return true;
+    }
+    // Protocols 0 and 1 write it as a text LONG: L119547037146038801333356L.
+    const std::string_view text(reinterpret_cast<const char*>(begin), pickle_bytes.size());
+    return text.starts_with("L119547037146038801333356");
   }
 
   void add_global(const Value& global, bool called, const std::string& where) {

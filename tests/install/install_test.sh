@@ -41,7 +41,7 @@ done
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 "$root/bin/pthinspect" ls "$fixture" >/dev/null || fail "the installed pthinspect cannot list $fixture"
 # The man page documents every subcommand pthinspect --help lists.
-for command in $("$root/bin/pthinspect" --help | awk '/^Subcommands:/ {on = 1; next} on && NF {print $1}'); do
+for command in $("$root/bin/pthinspect" --help | awk '/^Subcommands:/ {on = 1; next} on && !NF {exit} on {print $1}'); do
   grep -q "^\.B $command\b" "$root/share/man/man1/pthinspect.1" ||
     fail "pthinspect.1 does not document the subcommand '$command'"
 done
