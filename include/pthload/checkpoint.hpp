@@ -55,6 +55,13 @@ class PTHLOAD_API Checkpoint {
   /// Every storage, in the order the pickle first refers to them.
   [[nodiscard]] std::span<const std::shared_ptr<Storage>> storages() const noexcept;
 
+  /// Moves every storage to `device` (CPU ↔ CUDA, or from one GPU to another), as
+  /// `load(path, {.map_location = map_to(device)})` would have placed them; after open(), places
+  /// them. CPU storages become owned copies; GPU copies go through the same pipeline as load()
+  /// (`options`). All or nothing: when it throws (DeviceError as load(); UnsupportedError for
+  /// meta) every storage is where it was. Tensors see the move: they share their storages.
+  void to(Device device, const CudaOptions& options = {});
+
   /// For the library's own layers.
   [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
   [[nodiscard]] const detail::CheckpointState& state() const noexcept { return *state_; }
