@@ -4,6 +4,8 @@
 #include "device/pipeline.hpp"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -99,6 +101,22 @@ std::vector<Allocation> lay_out(std::span<const DeviceJob> jobs, const CudaOptio
                            .offsets = {0}});
   }
   return allocations;
+}
+
+// Maps a chunk of the file in one call before it is copied: faulting a mapped file 4 KiB at a
+// time is most of the cost of reading it from a warm page cache. Advice only.
+void prefault(const std::byte* source, std::size_t bytes) {
+#ifdef MADV_POPULATE_READ
+  constexpr std::size_t kWorthIt = std::size_t{256} << 10;
+  if (bytes < kWorthIt) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(source) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(source) + bytes;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)source;
+  (void)bytes;
+#endif
 }
 
 struct Chunk {
@@ -301,6 +319,7 @@ std::vector<std::unique_ptr<detail::DeviceMemory>> run(const std::shared_ptr<Bac
                [&] {
                  if (slot->in_flight) backend->wait_event(slot->event);
                  slot->in_flight = false;
+                 prefault(chunk.source, chunk.bytes);
                  std::memcpy(slot->buffer, chunk.source, chunk.bytes);
                  backend->copy_to_device(chunk.destination, slot->buffer, chunk.bytes, stream);
                  slot->in_flight = true;

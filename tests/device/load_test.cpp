@@ -109,6 +109,16 @@ TEST_CASE("device: map_location as a device string or a Device") {
   CHECK(error_code_of([] { (void)pthload::map_to("gpu:0"); }) == Errc::kDeviceUnsupportedType);
 }
 
+TEST_CASE("device: map_location \"auto\" is the first GPU when there is one, else the CPU") {
+  const Device expected = pthload::cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  CHECK(pthload::auto_device() == expected);
+  const auto file = tagged_checkpoint();
+  const auto checkpoint = pthload::load(file.path(), {.map_location = pthload::map_to("auto")});
+  for (const auto& storage : checkpoint.storages())
+    CHECK(storage->device() == expected);
+  CHECK(error_code_of([] { (void)pthload::map_to("automatic"); }) == Errc::kDeviceUnsupportedType);
+}
+
 TEST_CASE("device: map_location as a dict renames tags exactly") {
   const auto file = tagged_checkpoint();
   const auto checkpoint = pthload::load(
