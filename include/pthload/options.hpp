@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "pthload/device.hpp"
 
@@ -82,6 +83,12 @@ struct LoadOptions {
   /// files saved with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;
   Limits limits{};
+  /// Floating storages (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) converted to
+  /// this dtype, one of those, as they are placed, rounding as torch's Tensor.to(dtype): on a
+  /// GPU by a kernel, on the CPU into owned buffers. Left as they are: storages of other dtypes,
+  /// numpy arrays, meta storages, and storages a tensor views with another dtype or that back
+  /// a sparse, nested or quantized tensor's parts. Empty: no conversion.
+  std::optional<Dtype> floating_dtype{};
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};
 };

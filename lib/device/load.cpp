@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "device/backend.hpp"
+#include "device/convert.hpp"
 #include "device/cpu/placement.hpp"
 #include "device/device_check.hpp"
 #include "device/pipeline.hpp"
@@ -169,6 +170,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
         job_storages[i]->cpu_bytes = {};
       }
     }
+    if (options.floating_dtype) convert_storages(checkpoint, *options.floating_dtype, backend);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state.path;
     throw;

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "device/cpu/kernels.hpp"
 #include "device/host_backend.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
@@ -18,6 +19,7 @@
 #include "torch/state.hpp"
 
 using pthload::Device;
+using pthload::Dtype;
 using pthload::Errc;
 using pthload::device::HostBackend;
 using pthload::device::HostBackendSettings;
@@ -326,4 +328,71 @@ TEST_CASE("device pipeline: Checkpoint::to moves storages CPU -> GPU -> other GP
   auto opened = pthload::open(file.path());
   pthload::device::move_storages(opened, Device::cuda(1), {}, backend);
   check_same_bytes(opened, file.path());
+}
+
+TEST_CASE("device pipeline: floating storages converted on load, on the GPU and on the CPU") {
+  const auto file = many_storages(30, {3, 700, 20'000});
+  const auto reference = pthload::load(file.path(), {.map_location = pthload::map_to("cpu")});
+  auto backend = std::make_shared<HostBackend>();
+  for (const Dtype target : {Dtype::kBFloat16, Dtype::kFloat16, Dtype::kFloat8E4M3FN}) {
+    CAPTURE(pthload::dtype_name(target));
+    for (const char* where : {"cpu", "cuda:0"}) {
+      CAPTURE(where);
+      pthload::LoadOptions options{.map_location = pthload::map_to(where)};
+      options.floating_dtype = target;
+      const auto checkpoint = load_on(backend, file.path(), options);
+      for (std::size_t i = 0; i < reference.tensors().size(); ++i) {
+        const auto& before = reference.tensors()[i].tensor;
+        const auto& after = checkpoint.tensors()[i].tensor;
+        CHECK(after.dtype() == target);
+        CHECK(after.storage().dtype() == target);
+        CHECK(after.storage().nbytes() == before.numel() * pthload::element_size(target));
+        std::vector<std::byte> expected(after.storage().nbytes());
+        pthload::device::cpu::convert(before.storage().bytes(), Dtype::kFloat32, expected, target,
+                                      before.numel());
+        const auto* got = static_cast<const std::byte*>(std::string_view(where) == "cpu"
+                                                            ? after.storage().bytes().data()
+                                                            : after.storage().device_pointer());
+        CHECK(std::memcmp(got, expected.data(), expected.size()) == 0);
+      }
+    }
+  }
+  check_nothing_left(*backend);
+  pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
+  options.floating_dtype = Dtype::kInt32;
+  CHECK(error_code_of([&] { (void)load_on(backend, file.path(), options); }) ==
+        Errc::kDeviceBadOptions);
+}
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("device: floating_dtype converts float storages and leaves the others") {
+    const std::string path = std::string(PTHLOAD_FIXTURES_DIR) + "/torch/torch-2.15.0/dtypes.pt";
+    const auto reference = pthload::load(path, {.map_location = pthload::map_to("cpu")});
+    pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
+    options.floating_dtype = Dtype::kBFloat16;
+    const auto converted = pthload::load(path, options);
+    REQUIRE(converted.tensors().size() == reference.tensors().size());
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < reference.tensors().size(); ++i) {
+      const auto& before = reference.tensors()[i].tensor;
+      const auto& after = converted.tensors()[i].tensor;
+      CAPTURE(reference.tensors()[i].name);
+      if (!before.has_storage()) continue;
+      const bool floating = pthload::device::cpu::is_convertible(before.dtype()) &&
+                            before.storage().dtype() == before.dtype();
+      CHECK(after.dtype() == (floating ? Dtype::kBFloat16 : before.dtype()));
+      if (!floating) {
+        CHECK(after.content_checksum() == before.content_checksum());
+        continue;
+      }
+      ++changed;
+      const auto source = before.storage().bytes();
+      const std::size_t count = source.size() / pthload::element_size(before.dtype());
+      std::vector<std::byte> expected(count * 2);
+      pthload::device::cpu::convert(source, before.dtype(), expected, Dtype::kBFloat16, count);
+      const auto got = after.storage().bytes();
+      CHECK(std::vector<std::byte>(got.begin(), got.end()) == expected);
+    }
+    CHECK(changed >= 3);
+  }
 }
