@@ -75,6 +75,13 @@ class PTHLOAD_API Checkpoint {
   /// for the checkpoints torch.save writes of tensors. Valid while the Checkpoint lives.
   [[nodiscard]] std::span<const UnusedStorage> unused_storages() const noexcept;
 
+  /// Moves every storage to `device` (CPU ↔ CUDA, or from one GPU to another), as
+  /// `load(path, {.map_location = map_to(device)})` would have placed them; after open(), places
+  /// them. CPU storages become owned copies; GPU copies go through the same pipeline as load()
+  /// (`options`). All or nothing: when it throws (DeviceError as load(); UnsupportedError for
+  /// meta) every storage is where it was. Tensors see the move: they share their storages.
+  void to(Device device, const CudaOptions& options = {});
+
   /// For the library's own layers.
   [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
   [[nodiscard]] const detail::CheckpointState& state() const noexcept { return *state_; }

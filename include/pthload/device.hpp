@@ -51,8 +51,8 @@ struct StorageInfo {
 using MapLocation =
     std::function<std::optional<Device>(const StorageInfo& storage, std::string_view location)>;
 
-/// Every storage goes to `device` ("cpu", "cuda:0", "meta"), whatever its tag. Parses the
-/// string now: throws as Device::parse.
+/// Every storage goes to `device` ("cpu", "cuda:0", "meta"; "auto": auto_device()), whatever
+/// its tag. Parses the string now: throws as Device::parse.
 [[nodiscard]] PTHLOAD_API MapLocation map_to(std::string_view device);
 [[nodiscard]] PTHLOAD_API MapLocation map_to(Device device);
 /// Renames tags: a storage whose tag is a key (matched exactly, as torch does: "cuda" does
@@ -65,6 +65,10 @@ map_dict(std::initializer_list<std::pair<const std::string, std::string>> tag_to
 /// "meta" → meta. Throws UnsupportedError(kDeviceUnsupportedType) for tags pthload cannot
 /// place (mps, xla, hpu, ...), naming map_location as the way out.
 [[nodiscard]] PTHLOAD_API Device default_device_for(std::string_view location);
+
+/// The first GPU when there is one, else the CPU: what users write as
+/// `'cuda' if torch.cuda.is_available() else 'cpu'` (map_to("auto")).
+[[nodiscard]] PTHLOAD_API Device auto_device() noexcept;
 
 /// CUDA devices this process can use: 0 without CUDA support in this build, without a
 /// driver, or without a GPU.

@@ -94,6 +94,7 @@ enum class Errc : int {
   kDeviceAllocationFailed = 504,
   kDeviceCopyFailed = 505,
   kDeviceNotOnCpu = 506,
+  kDeviceBadOptions = 507,
 
   // 6xx: the legacy (pre-1.6, non-zip) torch.save stream.
   kLegacyBadMagic = 600,

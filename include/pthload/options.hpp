@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "pthload/device.hpp"
 
@@ -27,6 +29,48 @@ struct Limits {
   std::size_t max_pickle_values = 200'000'000;
 };
 
+/// Device memory the caller provides instead of pthload's own (cudaMalloc): an inference
+/// runtime's caching allocator, or slices of one region it hands over. Both are called on
+/// pthload's threads, with `device` already current there.
+struct DeviceAllocator {
+  /// Returns `bytes` of memory on CUDA device `device`, aligned to at least 256 bytes, or
+  /// nullptr when it has none (load() then throws DeviceError(kDeviceAllocationFailed)).
+  std::function<void*(int device, std::size_t bytes)> allocate;
+  /// Gives back what `allocate` returned, when the last storage in it is released (or the load
+  /// fails). Empty: pthload never frees that memory (the caller owns the region).
+  std::function<void(int device, void* pointer, std::size_t bytes)> deallocate;
+};
+
+/// How storages reach a GPU: each storage bound for a device is read by `reader_threads`
+/// threads into a ring of pinned staging buffers and copied asynchronously from them; storages
+/// smaller than `arena_storage_bytes` that lie close together in the file share one device
+/// allocation laid out like the file (one copy per chunk of the file, not one per storage).
+struct CudaOptions {
+  /// Pinned staging buffers per load (split among the devices used), and the size of each:
+  /// the host memory the pipeline uses is at most their product (64 MiB by default).
+  std::size_t staging_buffers = 16;
+  std::size_t staging_buffer_bytes = std::size_t{4} << 20;
+  /// Threads reading the file into staging buffers; 0: min(8, hardware threads).
+  unsigned reader_threads = 0;
+  /// Storages smaller than this share arenas; 0 turns arenas off (one allocation each).
+  std::uint64_t arena_storage_bytes = std::uint64_t{1} << 20;
+  /// The largest arena (one device allocation).
+  std::uint64_t arena_max_bytes = std::uint64_t{256} << 20;
+  /// The caller's allocator; empty: cudaMalloc / cudaFree.
+  DeviceAllocator allocator{};
+  /// A cudaStream_t of the caller's on which the copies (and byte swaps) are ordered; nullptr:
+  /// pthload's own stream per device, synchronized before load() returns. With the caller's
+  /// stream, load() returns once the staging buffers are free; work on the stream may still be
+  /// running, ordered before anything the caller enqueues after. Only for loads onto one device.
+  void* stream = nullptr;
+  /// A cudaEvent_t of the caller's, recorded after the last work of the load on the stream
+  /// (only for loads onto one device).
+  void* event = nullptr;
+  /// Called with the bytes placed so far and the bytes to place in all (every storage, CPU
+  /// ones too), one call at a time, from the loading thread or pthload's reader threads.
+  std::function<void(std::uint64_t placed, std::uint64_t total)> progress;
+};
+
 /// Options for reading a checkpoint. An aggregate: `load(p, {.map_location = map_to("cpu")})`.
 struct LoadOptions {
   /// Where each storage goes (see map_to, map_dict, or any callable). Empty: where its location
@@ -39,6 +83,14 @@ struct LoadOptions {
   /// files saved with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;
   Limits limits{};
+  /// Floating storages (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) converted to
+  /// this dtype, one of those, as they are placed, rounding as torch's Tensor.to(dtype): on a
+  /// GPU by a kernel, on the CPU into owned buffers. Left as they are: storages of other dtypes,
+  /// numpy arrays, meta storages, and storages a tensor views with another dtype or that back
+  /// a sparse, nested or quantized tensor's parts. Empty: no conversion.
+  std::optional<Dtype> floating_dtype{};
+  /// How storages bound for CUDA devices are placed.
+  CudaOptions cuda{};
 };
 
 }  // namespace pthload

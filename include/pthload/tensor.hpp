@@ -168,6 +168,9 @@ class PTHLOAD_API Tensor {
     wrapper_subclass_ = std::move(wrapper);
     storage_offset_ = storage_offset;
   }
+  /// For the device layer: the tensor's storage was converted to `dtype` (same elements, same
+  /// geometry; LoadOptions::floating_dtype).
+  void set_dtype(Dtype dtype) noexcept { dtype_ = dtype; }
   /// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2...) maps its integers to
   /// reals; nullptr for other tensors. Valid while this Tensor (or a copy) lives.
   [[nodiscard]] const Quantization* quantization() const noexcept { return quantization_.get(); }

@@ -104,6 +104,7 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(DeviceAllocationFailed)
     PTHLOAD_ERRC_NAME(DeviceCopyFailed)
     PTHLOAD_ERRC_NAME(DeviceNotOnCpu)
+    PTHLOAD_ERRC_NAME(DeviceBadOptions)
     PTHLOAD_ERRC_NAME(LegacyBadMagic)
     PTHLOAD_ERRC_NAME(LegacyBadProtocol)
     PTHLOAD_ERRC_NAME(LegacyBadSysInfo)

@@ -18,8 +18,8 @@ void check_device_exists(const detail::StorageState& storage, Device device, boo
                         : fmt::format("storage '{}' is tagged '{}'", storage.key, storage.location);
   if (cuda_devices == 0) {
     throw DeviceError(Errc::kDeviceCudaUnavailable,
-                      fmt::format("{} but {}; pass map_location \"cpu\" (pthinspect: "
-                                  "--map-location cpu) to load it onto the CPU",
+                      fmt::format("{} but {}; pass map_location \"cpu\" to load it onto the "
+                                  "CPU",
                                   origin,
                                   device::built_with_cuda() ? "no CUDA device is available"
                                                             : "this build has no CUDA support"));

@@ -5,8 +5,10 @@
 #include <algorithm>
 
 #include "device/backend.hpp"
+#include "device/convert.hpp"
 #include "device/cpu/placement.hpp"
 #include "device/device_check.hpp"
+#include "device/pipeline.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
@@ -75,24 +77,16 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
   }
 }
 
-void place(const detail::CheckpointState& checkpoint, detail::StorageState& storage, Device device,
-           bool copy) {
-  switch (device.type) {
-    case Device::Type::kCpu:
-      device::place_on_cpu(checkpoint, storage, copy);
-      return;
-    case Device::Type::kMeta:
-      // torch makes an empty storage of the same size on meta: no byte is read.
-      storage.placement = detail::MetaPlacement{};
-      storage.device = device;
-      return;
-    case Device::Type::kCuda: {
-      common::AlignedBuffer scratch;
-      const auto bytes = device::host_bytes(checkpoint, storage, scratch);
-      storage.placement = device::copy_to_cuda(bytes, device.index);
-      storage.device = device;
-      return;
+// Tells the device layer's errors which storage and record they are about.
+template <typename Body>
+void about(const detail::StorageState& storage, Body&& body) {
+  try {
+    body();
+  } catch (Error& e) {
+    if (e.context().record.empty() && storage.record != nullptr) {
+      e.context().record = storage.record->name;
     }
+    throw;
   }
 }
 
@@ -100,7 +94,8 @@ void place(const detail::CheckpointState& checkpoint, detail::StorageState& stor
 
 namespace device {
 
-void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
+void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
+                    const std::shared_ptr<Backend>& backend, PipelineReport* report) {
   auto& state = checkpoint.state();
   try {
     // Every device is decided and checked before any byte moves: a bad tag fails in
@@ -108,13 +103,19 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
     std::vector<std::pair<detail::StorageState*, Device>> plan;
     plan.reserve(state.storages.size());
     int cuda_devices = -1;
+    std::uint64_t total_bytes = 0;
     for (const auto& storage : state.storages) {
       auto& storage_state = storage->state();
-      const auto [device, from_map_location] = resolve_device(storage_state, options);
+      auto [device, from_map_location] = resolve_device(storage_state, options);
       if (device.type == Device::Type::kCuda && cuda_devices < 0) {
-        cuda_devices = cuda_device_count();
+        cuda_devices = backend ? backend->device_count() : 0;
       }
       device::check_device_exists(storage_state, device, from_map_location, cuda_devices);
+      // torch's bare "cuda" is the caller's current device; pthload's threads have their own.
+      if (device.type == Device::Type::kCuda && device.index < 0 && backend) {
+        device.index = backend->current_device();
+      }
+      if (device.type != Device::Type::kMeta) total_bytes += storage_state.nbytes;
       plan.emplace_back(&storage_state, device);
     }
     resolve_wrapper_devices(state, options);
@@ -126,16 +127,50 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
     if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
       std::sort(plan.begin(), plan.end(), by_offset);
     }
+    Progress progress(options.cuda.progress, total_bytes);
+    std::vector<DeviceJob> jobs;
+    std::vector<detail::StorageState*> job_storages;
+    std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
     for (const auto& [storage_state, device] : plan) {
-      try {
-        place(state, *storage_state, device, options.copy);
-      } catch (Error& e) {
-        if (e.context().record.empty() && storage_state->record != nullptr) {
-          e.context().record = storage_state->record->name;
+      about(*storage_state, [&] {
+        switch (device.type) {
+          case Device::Type::kCpu:
+            place_on_cpu(state, *storage_state, options.copy);
+            progress.add(storage_state->nbytes);
+            return;
+          case Device::Type::kMeta:
+            // torch makes an empty storage of the same size on meta: no byte is read.
+            storage_state->placement = detail::MetaPlacement{};
+            storage_state->device = device;
+            return;
+          case Device::Type::kCuda: {
+            common::AlignedBuffer buffer;
+            const auto bytes = stored_bytes(state, *storage_state, buffer);
+            const auto file = state.file ? state.file->bytes() : std::span<const std::byte>();
+            const bool in_file = !file.empty() && bytes.data() >= file.data() &&
+                                 bytes.data() + bytes.size() <= file.data() + file.size();
+            if (buffer.size() > 0) scratch.push_back(std::move(buffer));
+            jobs.push_back({.storage = storage_state,
+                            .device = device.index,
+                            .source = bytes,
+                            .file = in_file ? file : std::span<const std::byte>(),
+                            .swap_unit = storage_state->swap_unit,
+                            .alignment = view_alignment(*storage_state)});
+            job_storages.push_back(storage_state);
+            return;
+          }
         }
-        throw;
+      });
+    }
+    if (!jobs.empty()) {
+      auto placed = place_on_devices(backend, jobs, options.cuda, progress, report);
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        job_storages[i]->placement = std::move(placed[i]);
+        job_storages[i]->device = Device::cuda(jobs[i].device);
+        job_storages[i]->cpu_bytes = {};
       }
     }
+    if (options.floating_dtype) convert_storages(checkpoint, *options.floating_dtype, backend);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state.path;
     throw;
@@ -146,7 +181,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options) {
 
 Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
   Checkpoint checkpoint = open(path, options);
-  device::place_storages(checkpoint, options);
+  device::place_storages(checkpoint, options, device::cuda_backend());
   return checkpoint;
 }
 

@@ -8,7 +8,12 @@
 namespace pthload {
 
 MapLocation map_to(std::string_view device) {
+  if (device == "auto") return map_to(auto_device());
   return map_to(Device::parse(device));
+}
+
+Device auto_device() noexcept {
+  return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
 }
 
 MapLocation map_to(Device device) {

@@ -24,8 +24,12 @@ TEST_SUITE("fixtures") {
     for (const char* name : kCudaFixtures) {
       CAPTURE(name);
       const std::string path = fixture(name);
-      CHECK(pthload::test::error_code_of([&] { (void)pthload::load(path); }) ==
-            Errc::kDeviceCudaUnavailable);
+      // Tagged cuda:0 and cuda:3: refused without a GPU, or with fewer than four.
+      const int gpus = pthload::cuda_device_count();
+      if (gpus < 4) {
+        CHECK(pthload::test::error_code_of([&] { (void)pthload::load(path); }) ==
+              (gpus == 0 ? Errc::kDeviceCudaUnavailable : Errc::kDeviceOrdinalOutOfRange));
+      }
 
       const auto by_string = pthload::load(path, {.map_location = pthload::map_to("cpu")});
       const auto by_dict = pthload::load(

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "device/device_check.hpp"
+#include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "support/checkpoint_file.hpp"
@@ -64,14 +65,34 @@ TEST_CASE("device: Device::parse reads torch's device strings") {
   CHECK(error_code_of([] { (void)Device::parse("xla:0"); }) == Errc::kDeviceUnsupportedType);
 }
 
-TEST_CASE("device: without map_location a CUDA tag on a machine without CUDA is a clear error") {
+TEST_CASE("device: without map_location a CUDA tag this machine cannot serve is a clear error") {
+  // Without a GPU the first CUDA storage fails; with fewer than 4, the cuda:3 one does.
   const auto file = tagged_checkpoint();
-  CHECK(error_code_of([&] { (void)pthload::load(file.path()); }) == Errc::kDeviceCudaUnavailable);
+  const int gpus = pthload::cuda_device_count();
+  if (gpus >= 4) return;  // every tag exists: nothing to refuse
+  CHECK(error_code_of([&] { (void)pthload::load(file.path()); }) ==
+        (gpus == 0 ? Errc::kDeviceCudaUnavailable : Errc::kDeviceOrdinalOutOfRange));
   const std::string text = error_text(file, {});
-  CHECK(text.find("storage '1'") != std::string::npos);
-  CHECK(text.find("'cuda:0'") != std::string::npos);
-  CHECK(text.find("map_location \"cpu\"") != std::string::npos);
+  CHECK(text.find(gpus == 0 ? "storage '1'" : "storage '2'") != std::string::npos);
+  CHECK(text.find(gpus == 0 ? "'cuda:0'" : "'cuda:3'") != std::string::npos);
+  CHECK(text.find("map_location") != std::string::npos);
+  CHECK(text.find("--map-location") == std::string::npos);  // the CLI adds its own words
   CHECK(text.find(file.path().string()) == 0);
+}
+
+TEST_CASE("device: without a device the error says no CUDA device, naming storage and fix") {
+  // The same decision without depending on this machine: a backend with no device.
+  const auto file = tagged_checkpoint();
+  auto checkpoint = pthload::open(file.path());
+  try {
+    pthload::device::place_storages(checkpoint, {}, nullptr);
+    FAIL("no error");
+  } catch (const pthload::DeviceError& e) {
+    CHECK(e.code() == Errc::kDeviceCudaUnavailable);
+    const std::string text = e.what();
+    CHECK(text.find("storage '1' is tagged 'cuda:0'") != std::string::npos);
+    CHECK(text.find("map_location \"cpu\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("device: map_location as a device string or a Device") {
@@ -88,6 +109,16 @@ TEST_CASE("device: map_location as a device string or a Device") {
   CHECK(error_code_of([] { (void)pthload::map_to("gpu:0"); }) == Errc::kDeviceUnsupportedType);
 }
 
+TEST_CASE("device: map_location \"auto\" is the first GPU when there is one, else the CPU") {
+  const Device expected = pthload::cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  CHECK(pthload::auto_device() == expected);
+  const auto file = tagged_checkpoint();
+  const auto checkpoint = pthload::load(file.path(), {.map_location = pthload::map_to("auto")});
+  for (const auto& storage : checkpoint.storages())
+    CHECK(storage->device() == expected);
+  CHECK(error_code_of([] { (void)pthload::map_to("automatic"); }) == Errc::kDeviceUnsupportedType);
+}
+
 TEST_CASE("device: map_location as a dict renames tags exactly") {
   const auto file = tagged_checkpoint();
   const auto checkpoint = pthload::load(
@@ -97,9 +128,11 @@ TEST_CASE("device: map_location as a dict renames tags exactly") {
   const std::string text =
       error_text(file, {.map_location = pthload::map_dict({{"cuda:0", "cpu"}})});
   CHECK(text.find("storage '2' is tagged 'cuda:3'") != std::string::npos);
-  // Keys match exactly: "cuda" is not "cuda:0".
+  // Keys match exactly: "cuda" is not "cuda:0" (placed on no device: nothing is renamed).
+  auto opened = pthload::open(file.path());
   CHECK(error_code_of([&] {
-          (void)pthload::load(file.path(), {.map_location = pthload::map_dict({{"cuda", "cpu"}})});
+          pthload::device::place_storages(
+              opened, {.map_location = pthload::map_dict({{"cuda", "cpu"}})}, nullptr);
         }) == Errc::kDeviceCudaUnavailable);
 }
 

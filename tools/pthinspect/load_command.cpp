@@ -1,9 +1,14 @@
 // `pthinspect load FILE`: a real load through the library, as an embedding runtime does it;
 // prints where the storages went and how long it took.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,11 +46,41 @@ pthload::MapLocation parse_map_location(std::string_view spec) {
   return pthload::map_dict(std::move(renames));
 }
 
+// A progress line on stderr, redrawn at most every 100 ms, when stderr is a terminal.
+std::function<void(std::uint64_t, std::uint64_t)> progress_line() {
+  if (::isatty(STDERR_FILENO) == 0) return nullptr;
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [last](std::uint64_t placed, std::uint64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (placed < total && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    std::fprintf(
+        stderr, "\rloading: %3.0f%%  %s of %s%s",
+        total == 0 ? 100.0 : 100.0 * static_cast<double>(placed) / static_cast<double>(total),
+        human_bytes(placed).c_str(), human_bytes(total).c_str(), placed == total ? "\r\033[K" : "");
+  };
+}
+
+// The library speaks of map_location; here the user wrote --map-location.
+bool names_map_location(pthload::Errc code) {
+  return code == pthload::Errc::kDeviceCudaUnavailable ||
+         code == pthload::Errc::kDeviceOrdinalOutOfRange;
+}
+
 int run_load(const LoadArgs& args) {
   pthload::LoadOptions options{.copy = args.copy};
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
+  options.cuda.progress = progress_line();
   const auto start = std::chrono::steady_clock::now();
-  const pthload::Checkpoint checkpoint = pthload::load(args.path, options);
+  std::optional<pthload::Checkpoint> loaded;
+  try {
+    loaded.emplace(pthload::load(args.path, options));
+  } catch (const pthload::DeviceError& e) {
+    if (!names_map_location(e.code())) throw;
+    throw pthload::DeviceError(e.code(), e.message() + " (pthinspect: --map-location cpu, or auto)",
+                               e.context());
+  }
+  const pthload::Checkpoint& checkpoint = *loaded;
   const auto elapsed = std::chrono::steady_clock::now() - start;
 
   std::map<std::string, std::pair<std::size_t, std::uint64_t>> per_device;
@@ -75,7 +110,8 @@ Command add_load_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("load", "Load a checkpoint and report where its storages went");
   cmd->add_option("file", args->path, "checkpoint")->required();
   cmd->add_option("--map-location", args->map_location,
-                  "cpu | cuda:N | meta, or tag renames TAG=DEVICE[,TAG=DEVICE...]");
+                  "cpu | cuda:N | meta | auto (the first GPU, else the CPU), or tag renames "
+                  "TAG=DEVICE[,TAG=DEVICE...]");
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
   return {cmd, [args] { return run_load(*args); }};
 }

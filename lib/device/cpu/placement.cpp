@@ -9,44 +9,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/byte_reader.hpp"
+#include "device/cpu/kernels.hpp"
 
 namespace pthload::device {
 namespace {
-
-// Enough for every element type up to complex128.
-constexpr std::uintptr_t kMaxAlignment = 16;
-
-// The alignment a view of `storage` needs: its elements' size (at most 16). An untyped (uint8)
-// storage may hold any dtype (_rebuild_tensor_v3), so it gets the largest.
-std::uintptr_t view_alignment(const detail::StorageState& storage) {
-  if (storage.dtype == Dtype::kUInt8) return kMaxAlignment;
-  return std::min<std::uintptr_t>(element_size(storage.dtype), kMaxAlignment);
-}
-
-void swap_in_place(std::span<std::byte> bytes, std::size_t unit) {
-  auto swap_all = [&]<typename T>(T) {
-    for (std::size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
-      T value;
-      std::memcpy(&value, bytes.data() + i, sizeof(T));
-      value = common::byteswap(value);
-      std::memcpy(bytes.data() + i, &value, sizeof(T));
-    }
-  };
-  switch (unit) {
-    case 2:
-      swap_all(std::uint16_t{});
-      break;
-    case 4:
-      swap_all(std::uint32_t{});
-      break;
-    case 8:
-      swap_all(std::uint64_t{});
-      break;
-    default:
-      break;  // one-byte elements have no byte order
-  }
-}
 
 // Asks the kernel to map a large source range in one call: faulting a 1 GB record in 4 KiB at a
 // time costs more than copying it. Advice only; older kernels refuse MADV_POPULATE_READ.
@@ -94,6 +60,14 @@ std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
 
 }  // namespace
 
+std::size_t view_alignment(const detail::StorageState& storage) noexcept {
+  // Enough for every element type up to complex128; an untyped (uint8) storage may hold any
+  // dtype (_rebuild_tensor_v3), so it gets the largest.
+  constexpr std::size_t kMaxAlignment = 16;
+  if (storage.dtype == Dtype::kUInt8) return kMaxAlignment;
+  return std::min(element_size(storage.dtype), kMaxAlignment);
+}
+
 void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
                   bool copy) {
   auto bytes = read_record(checkpoint, storage);
@@ -110,23 +84,19 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
     bytes = owned_copy(*view);
   }
   auto& buffer = std::get<common::AlignedBuffer>(bytes);
-  if (swap) swap_in_place(buffer.span().first(storage.nbytes), storage.swap_unit);
+  if (swap) cpu::byteswap(buffer.span().first(storage.nbytes), storage.swap_unit);
   storage.placement = std::move(buffer);
   storage.cpu_bytes =
       std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
   storage.device = Device::cpu();
 }
 
-std::span<const std::byte> host_bytes(const detail::CheckpointState& checkpoint,
-                                      const detail::StorageState& storage,
-                                      common::AlignedBuffer& scratch) {
+std::span<const std::byte> stored_bytes(const detail::CheckpointState& checkpoint,
+                                        const detail::StorageState& storage,
+                                        common::AlignedBuffer& scratch) {
   auto bytes = read_record(checkpoint, storage);
-  if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
-    if (storage.swap_unit <= 1) return *view;
-    bytes = owned_copy(*view);
-  }
+  if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) return *view;
   scratch = std::move(std::get<common::AlignedBuffer>(bytes));
-  if (storage.swap_unit > 1) swap_in_place(scratch.span().first(storage.nbytes), storage.swap_unit);
   return scratch.span().first(storage.nbytes);
 }
 

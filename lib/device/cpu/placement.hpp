@@ -11,10 +11,14 @@ namespace pthload::device {
 void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
                   bool copy);
 
-/// The storage's bytes in host memory, for a copy to another device: a view of the file or a
-/// buffer kept in `scratch` (inflated or byte-swapped).
-[[nodiscard]] std::span<const std::byte> host_bytes(const detail::CheckpointState& checkpoint,
-                                                    const detail::StorageState& storage,
-                                                    common::AlignedBuffer& scratch);
+/// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
+/// to another device: a view of the file, or a buffer kept in `scratch` (an inflated record).
+[[nodiscard]] std::span<const std::byte> stored_bytes(const detail::CheckpointState& checkpoint,
+                                                      const detail::StorageState& storage,
+                                                      common::AlignedBuffer& scratch);
+
+/// The alignment a view of `storage` needs: its elements' size (at most 16; 16 for an untyped
+/// storage, which may hold any dtype).
+[[nodiscard]] std::size_t view_alignment(const detail::StorageState& storage) noexcept;
 
 }  // namespace pthload::device

@@ -1,49 +1,187 @@
-// The CUDA backend: cudaMalloc and a synchronous copy per storage (CUDA runtime API).
+// The CUDA backend: the pipeline's calls as CUDA runtime calls (cudaMallocAsync-free: plain
+// cudaMalloc, cudaHostAlloc'd portable pinned staging, cudaMemcpyAsync, events without timing).
+// The kernels are kernels.cu's when nvcc built them; without nvcc the same work is done on the
+// host through a round trip (slow, correct).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "device/backend.hpp"
+#include "device/cpu/kernels.hpp"
 #include "pthload/error.hpp"
+#ifdef PTHLOAD_CUDA_KERNELS
+#include "device/cuda/kernels.hpp"
+#endif
 
 namespace pthload::device {
 namespace {
 
-class CudaMemory final : public detail::DeviceMemory {
- public:
-  explicit CudaMemory(void* pointer) noexcept : pointer_(pointer) {}
-  CudaMemory(const CudaMemory&) = delete;
-  CudaMemory& operator=(const CudaMemory&) = delete;
-  ~CudaMemory() override {
-    if (pointer_ != nullptr) cudaFree(pointer_);
-  }
-  [[nodiscard]] const void* pointer() const noexcept override { return pointer_; }
-
- private:
-  void* pointer_;
-};
-
 void check(cudaError_t status, Errc code, std::string_view what) {
   if (status != cudaSuccess) {
+    cudaGetLastError();  // clears a non-sticky error so later calls start clean
     throw DeviceError(code, fmt::format("{}: {} ({})", what, cudaGetErrorString(status),
                                         static_cast<int>(status)));
   }
 }
 
+cudaStream_t as_stream(StreamHandle stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  int device_count() noexcept override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }
+
+  int current_device() noexcept override {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return device;
+  }
+
+  void use_device(int device) override {
+    check(cudaSetDevice(device), Errc::kDeviceCudaUnavailable,
+          fmt::format("cudaSetDevice({})", device));
+  }
+
+  void* allocate(int device, std::size_t bytes) override {
+    void* pointer = nullptr;
+    check(cudaMalloc(&pointer, bytes), Errc::kDeviceAllocationFailed,
+          fmt::format("cudaMalloc of {} bytes on cuda:{}", bytes, device));
+    return pointer;
+  }
+
+  void free(int, void* pointer) noexcept override { cudaFree(pointer); }
+
+  void* allocate_staging(std::size_t bytes) override {
+    void* pointer = nullptr;
+    // Portable: one ring may serve copies to any device.
+    check(cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable), Errc::kDeviceAllocationFailed,
+          fmt::format("cudaHostAlloc of {} pinned bytes", bytes));
+    return pointer;
+  }
+
+  void free_staging(void* pointer) noexcept override { cudaFreeHost(pointer); }
+
+  StreamHandle create_stream(int device) override {
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), Errc::kDeviceCudaUnavailable,
+          fmt::format("cudaStreamCreate on cuda:{}", device));
+    return stream;
+  }
+
+  void destroy_stream(StreamHandle stream) noexcept override {
+    cudaStreamDestroy(as_stream(stream));
+  }
+
+  EventHandle create_event(int device) override {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), Errc::kDeviceCudaUnavailable,
+          fmt::format("cudaEventCreate on cuda:{}", device));
+    return event;
+  }
+
+  void destroy_event(EventHandle event) noexcept override {
+    cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+
+  void copy_to_device(void* destination, const void* source, std::size_t bytes,
+                      StreamHandle stream) override {
+    check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyHostToDevice, as_stream(stream)),
+          Errc::kDeviceCopyFailed, "cudaMemcpyAsync to the device");
+  }
+
+  void copy_to_host(void* destination, const void* source, std::size_t bytes,
+                    StreamHandle stream) override {
+    check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, as_stream(stream)),
+          Errc::kDeviceCopyFailed, "cudaMemcpyAsync to the host");
+    synchronize(stream);
+  }
+
+  void record_event(EventHandle event, StreamHandle stream) override {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(event), as_stream(stream)),
+          Errc::kDeviceCopyFailed, "cudaEventRecord");
+  }
+
+  void wait_event(EventHandle event) override {
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), Errc::kDeviceCopyFailed,
+          "cudaEventSynchronize");
+  }
+
+  void synchronize(StreamHandle stream) override {
+    check(cudaStreamSynchronize(as_stream(stream)), Errc::kDeviceCopyFailed,
+          "cudaStreamSynchronize");
+  }
+
+#ifdef PTHLOAD_CUDA_KERNELS
+  void byteswap(void* data, std::size_t bytes, std::size_t unit, StreamHandle stream) override {
+    check(cuda::launch_byteswap(data, bytes, unit, as_stream(stream)), Errc::kDeviceCopyFailed,
+          "byte swap kernel");
+  }
+
+  void convert(const void* source, Dtype from, void* destination, Dtype to, std::size_t count,
+               StreamHandle stream) override {
+    check(cuda::launch_convert(source, from, destination, to, count, as_stream(stream)),
+          Errc::kDeviceCopyFailed, "dtype conversion kernel");
+  }
+
+  void make_contiguous(const void* source, const StridedView& view, void* destination,
+                       StreamHandle stream) override {
+    check(cuda::launch_make_contiguous(source, view, destination, as_stream(stream)),
+          Errc::kDeviceCopyFailed, "strided gather kernel");
+  }
+#else
+  // Without nvcc: through the host, with the CPU references.
+  void byteswap(void* data, std::size_t bytes, std::size_t unit, StreamHandle stream) override {
+    std::vector<std::byte> host(bytes);
+    copy_to_host(host.data(), data, bytes, stream);
+    cpu::byteswap(host, unit);
+    copy_back(data, host, stream);
+  }
+
+  void convert(const void* source, Dtype from, void* destination, Dtype to, std::size_t count,
+               StreamHandle stream) override {
+    std::vector<std::byte> in(count * element_size(from));
+    std::vector<std::byte> out(count * element_size(to));
+    copy_to_host(in.data(), source, in.size(), stream);
+    cpu::convert(in, from, out, to, count);
+    copy_back(destination, out, stream);
+  }
+
+  void make_contiguous(const void* source, const StridedView& view, void* destination,
+                       StreamHandle stream) override {
+    std::vector<std::byte> in(cpu::strided_extent(view));
+    std::vector<std::byte> out(cpu::element_count(view) * view.element_size);
+    copy_to_host(in.data(), source, in.size(), stream);
+    cpu::make_contiguous(in.data(), view, out.data());
+    copy_back(destination, out, stream);
+  }
+
+ private:
+  void copy_back(void* destination, const std::vector<std::byte>& host, StreamHandle stream) {
+    check(cudaMemcpyAsync(destination, host.data(), host.size(), cudaMemcpyHostToDevice,
+                          as_stream(stream)),
+          Errc::kDeviceCopyFailed, "cudaMemcpyAsync to the device");
+    synchronize(stream);  // `host` dies on return
+  }
+#endif
+};
+
 }  // namespace
 
-std::unique_ptr<detail::DeviceMemory> copy_to_cuda(std::span<const std::byte> bytes, int index) {
-  if (index >= 0) check(cudaSetDevice(index), Errc::kDeviceCudaUnavailable, "cudaSetDevice");
-  void* pointer = nullptr;
-  if (!bytes.empty()) {
-    check(cudaMalloc(&pointer, bytes.size()), Errc::kDeviceAllocationFailed,
-          fmt::format("cudaMalloc of {} bytes", bytes.size()));
-  }
-  auto memory = std::make_unique<CudaMemory>(pointer);
-  if (!bytes.empty()) {
-    check(cudaMemcpy(pointer, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
-          Errc::kDeviceCopyFailed, "cudaMemcpy to the device");
-  }
-  return memory;
+std::shared_ptr<Backend> cuda_backend() {
+  static const auto backend = std::make_shared<CudaBackend>();
+  return backend;
 }
 
 bool built_with_cuda() noexcept {
@@ -55,12 +193,7 @@ bool built_with_cuda() noexcept {
 namespace pthload {
 
 int cuda_device_count() noexcept {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clears the sticky error so later calls start clean
-    return 0;
-  }
-  return count;
+  return device::cuda_backend()->device_count();
 }
 
 }  // namespace pthload

@@ -1,11 +1,10 @@
-// A build without CUDA: no device exists, and placing on one is a clear error.
+// A build without CUDA: no device exists, and placing on one is a clear error (device_check).
 #include "device/backend.hpp"
-#include "pthload/error.hpp"
 
 namespace pthload::device {
 
-std::unique_ptr<detail::DeviceMemory> copy_to_cuda(std::span<const std::byte>, int) {
-  throw DeviceError(Errc::kDeviceCudaUnavailable, "this build of pthload has no CUDA support");
+std::shared_ptr<Backend> cuda_backend() {
+  return nullptr;
 }
 
 bool built_with_cuda() noexcept {

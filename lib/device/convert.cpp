@@ -1,0 +1,142 @@
+// LoadOptions::floating_dtype: placed floating storages converted to one dtype, on the device
+// they were placed on (a kernel on a GPU, the CPU reference on the CPU), all or nothing.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "device/convert.hpp"
+#include "device/cpu/kernels.hpp"
+#include "device/pipeline.hpp"
+#include "pthload/error.hpp"
+#include "torch/state.hpp"
+
+namespace pthload::device {
+namespace {
+
+// The storages a conversion must leave alone: those behind the parts of sparse, nested and
+// quantized tensors, which the device layer cannot retype.
+void collect_parts(const Tensor& tensor, std::set<const Storage*>& blocked) {
+  for (const Tensor& part : tensor.sparse_parts()) {
+    if (part.has_storage()) blocked.insert(&part.storage());
+    collect_parts(part, blocked);
+  }
+  if (const Quantization* q = tensor.quantization()) {
+    if (tensor.has_storage()) blocked.insert(&tensor.storage());
+    for (const auto* params : {&q->scales, &q->zero_points}) {
+      if (*params && (*params)->has_storage()) blocked.insert(&(*params)->storage());
+    }
+  }
+}
+
+}  // namespace
+
+void convert_storages(Checkpoint& checkpoint, Dtype target,
+                      const std::shared_ptr<Backend>& backend) {
+  if (!cpu::is_convertible(target)) {
+    throw UnsupportedError(Errc::kDeviceBadOptions,
+                           fmt::format("LoadOptions::floating_dtype: cannot convert to {} (only "
+                                       "float32, bfloat16, float16, float8_e4m3fn, float8_e5m2)",
+                                       dtype_name(target)));
+  }
+  auto& state = checkpoint.state();
+  std::set<const Storage*> blocked;
+  std::map<const Storage*, std::vector<Tensor*>> viewers;
+  for (auto& named : state.tensors) {
+    collect_parts(named.tensor, blocked);
+    if (!named.tensor.has_storage()) continue;
+    const Storage* storage = &named.tensor.storage();
+    if (named.tensor.dtype() != storage->dtype()) blocked.insert(storage);
+    viewers[storage].push_back(&named.tensor);
+  }
+
+  struct Conversion {
+    detail::StorageState* storage;
+    std::vector<Tensor*> tensors;
+    common::AlignedBuffer host;                          // a CPU storage's new bytes
+    std::unique_ptr<detail::DeviceMemory> device_bytes;  // a GPU storage's
+  };
+  std::vector<Conversion> conversions;
+  for (const auto& storage : state.storages) {
+    auto& s = storage->state();
+    if (s.dtype == target || !cpu::is_convertible(s.dtype) || s.in_pickle ||
+        blocked.count(storage.get()) > 0 || s.device.type == Device::Type::kMeta) {
+      continue;
+    }
+    conversions.push_back({.storage = &s, .tensors = viewers[storage.get()]});
+  }
+
+  // The CPU ones here, the GPU ones on a thread of their own (the caller's device untouched).
+  std::vector<Conversion*> on_gpu;
+  for (auto& conversion : conversions) {
+    auto& s = *conversion.storage;
+    if (s.device.type != Device::Type::kCpu) {
+      on_gpu.push_back(&conversion);
+      continue;
+    }
+    conversion.host = common::AlignedBuffer(s.numel * element_size(target));
+    cpu::convert(s.cpu_bytes, s.dtype, conversion.host.span(), target, s.numel);
+  }
+  if (!on_gpu.empty()) {
+    run_on_own_thread([&] {
+      std::map<int, StreamHandle> streams;
+      try {
+        for (auto* conversion : on_gpu) {
+          auto& s = *conversion->storage;
+          const int device = s.device.index;
+          backend->use_device(device);
+          auto& stream = streams[device];
+          if (stream == nullptr) stream = backend->create_stream(device);
+          std::shared_ptr<DeviceBlock> block;
+          const std::size_t bytes = s.numel * element_size(target);
+          if (bytes > 0) {
+            try {
+              block = std::make_shared<DeviceBlock>(backend, nullptr, device, bytes);
+            } catch (const Error& e) {
+              throw DeviceError(e.code(), fmt::format("converting storage '{}' to {} on {} ({} "
+                                                      "bytes): {}",
+                                                      s.key, dtype_name(target),
+                                                      s.device.to_string(), bytes, e.message()));
+            }
+            const auto* source =
+                std::get<std::unique_ptr<detail::DeviceMemory>>(s.placement)->pointer();
+            backend->convert(source, s.dtype, block->data(), target, s.numel, stream);
+          }
+          conversion->device_bytes = std::make_unique<DeviceSlice>(std::move(block), 0);
+        }
+        for (const auto& [device, stream] : streams) {
+          backend->use_device(device);
+          backend->synchronize(stream);
+        }
+      } catch (...) {
+        for (const auto& [device, stream] : streams) {
+          try {
+            backend->use_device(device);
+            backend->synchronize(stream);
+          } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure says more
+          }
+          backend->destroy_stream(stream);
+        }
+        throw;
+      }
+      for (const auto& [device, stream] : streams)
+        backend->destroy_stream(stream);
+    });
+  }
+
+  for (auto& conversion : conversions) {
+    auto& s = *conversion.storage;
+    s.dtype = target;
+    s.nbytes = s.numel * element_size(target);
+    if (s.device.type == Device::Type::kCpu) {
+      s.placement = std::move(conversion.host);
+      s.cpu_bytes = std::get<common::AlignedBuffer>(s.placement).span().first(s.nbytes);
+    } else {
+      s.placement = std::move(conversion.device_bytes);
+    }
+    for (Tensor* tensor : conversion.tensors)
+      tensor->set_dtype(target);
+  }
+}
+
+}  // namespace pthload::device
