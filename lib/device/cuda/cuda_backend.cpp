@@ -9,6 +9,7 @@
 
 #include "device/backend.hpp"
 #include "device/cpu/kernels.hpp"
+#include "pthload/device.hpp"  // cuda_device_count() is public: PTHLOAD_API exports it
 #include "pthload/error.hpp"
 #ifdef PTHLOAD_CUDA_KERNELS
 #include "device/cuda/kernels.hpp"

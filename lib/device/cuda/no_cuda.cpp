@@ -1,5 +1,6 @@
 // A build without CUDA: no device exists, and placing on one is a clear error (device_check).
 #include "device/backend.hpp"
+#include "pthload/device.hpp"  // cuda_device_count() is public: PTHLOAD_API exports it
 
 namespace pthload::device {
 
