@@ -1,13 +1,12 @@
 // `pthinspect load FILE`: a real load through the library, as an embedding runtime does it;
 // prints where the storages went and how long it took.
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,18 +45,22 @@ pthload::MapLocation parse_map_location(std::string_view spec) {
   return pthload::map_dict(std::move(renames));
 }
 
-// A progress line on stderr, redrawn at most every 100 ms, when stderr is a terminal.
-std::function<void(std::uint64_t, std::uint64_t)> progress_line() {
-  if (::isatty(STDERR_FILENO) == 0) return nullptr;
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  return [last](std::uint64_t placed, std::uint64_t total) {
-    const auto now = std::chrono::steady_clock::now();
-    if (placed < total && now - *last < std::chrono::milliseconds(100)) return;
-    *last = now;
-    std::fprintf(
-        stderr, "\rloading: %3.0f%%  %s of %s%s",
-        total == 0 ? 100.0 : 100.0 * static_cast<double>(placed) / static_cast<double>(total),
-        human_bytes(placed).c_str(), human_bytes(total).c_str(), placed == total ? "\r\033[K" : "");
+// pthinspect's progress bar (output.hpp: bytes, rate, time left, only on a terminal) fed by
+// the library's progress callback, which pthload's copy threads may call concurrently.
+std::function<void(std::uint64_t, std::uint64_t)> progress_bar() {
+  struct State {
+    std::mutex mutex;
+    std::unique_ptr<Progress> bar;
+    std::uint64_t placed = 0;
+  };
+  auto state = std::make_shared<State>();
+  return [state](std::uint64_t placed, std::uint64_t total) {
+    const std::lock_guard lock(state->mutex);
+    if (!state->bar) state->bar = std::make_unique<Progress>("load", total);
+    if (placed > state->placed) {
+      state->bar->advance(placed - state->placed);
+      state->placed = placed;
+    }
   };
 }
 
@@ -70,7 +73,7 @@ bool names_map_location(pthload::Errc code) {
 int run_load(const LoadArgs& args) {
   pthload::LoadOptions options{.copy = args.copy};
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
-  options.cuda.progress = progress_line();
+  options.cuda.progress = progress_bar();
   const auto start = std::chrono::steady_clock::now();
   std::optional<pthload::Checkpoint> loaded;
   try {
