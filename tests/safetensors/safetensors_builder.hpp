@@ -3,6 +3,7 @@
 // can write one malformed header.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -19,8 +20,9 @@ inline std::vector<std::byte> file(std::string_view header, std::string_view dat
   std::vector<std::byte> out(8 + header.size() + data.size());
   for (int i = 0; i < 8; ++i)
     out[i] = static_cast<std::byte>((size >> (8 * i)) & 0xff);
-  std::memcpy(out.data() + 8, header.data(), header.size());
-  std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
+  // std::copy, not memcpy: an empty string_view's data() may be null, which memcpy forbids.
+  std::copy(header.begin(), header.end(), reinterpret_cast<char*>(out.data()) + 8);
+  std::copy(data.begin(), data.end(), reinterpret_cast<char*>(out.data()) + 8 + header.size());
   return out;
 }
 
