@@ -131,7 +131,10 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::vector<DeviceJob> jobs;
     std::vector<detail::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
-    for (const auto& [storage_state, device] : plan) {
+    for (const auto& planned : plan) {
+      // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
+      detail::StorageState* const storage_state = planned.first;
+      const Device device = planned.second;
       about(*storage_state, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
