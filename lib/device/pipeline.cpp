@@ -279,7 +279,8 @@ std::vector<std::unique_ptr<detail::DeviceMemory>> run(const std::shared_ptr<Bac
     resources.streams[device] =
         options.stream != nullptr ? options.stream : backend->create_stream(device);
     for (std::size_t s = 0; s < slots_per_device[device]; ++s) {
-      auto& [slot_device, slot] = resources.slots.emplace_back(device, Slot{});
+      // A reference, not a structured binding: clang 14 refuses to capture those in a lambda.
+      Slot& slot = resources.slots.emplace_back(device, Slot{}).second;
       naming(fmt::format("staging buffer of {} bytes for {}", slot_bytes, device_name(device)),
              [&] { slot.buffer = static_cast<std::byte*>(backend->allocate_staging(slot_bytes)); });
       slot.event = backend->create_event(device);
