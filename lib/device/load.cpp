@@ -52,8 +52,8 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
 }
 
 // A wrapper subclass has no storage, but its device goes through map_location as torch's
-// _get_restore_location sends it (FORMAT.md §7): a dict renames it, a device replaces it, and a
-// callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
+// _get_restore_location sends it (docs/format.md §7): a dict renames it, a device replaces it, and
+// a callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
 // bytes.
 void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOptions& options) {
   // Not a structured binding: clang 14 cannot capture one in the lambda below.

@@ -1,5 +1,5 @@
 // open(): the file → its format → the zip records → data.pkl → storages and named tensors,
-// reading no tensor bytes (torch/serialization.py _load; FORMAT.md §0, §1).
+// reading no tensor bytes (torch/serialization.py _load; docs/format.md §0, §1).
 #include "pthload/checkpoint.hpp"
 
 #include <fmt/format.h>
@@ -75,7 +75,7 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   state.top_folder = entries.front().name.substr(0, slash);
   const std::string prefix = state.top_folder + "/";
 
-  // torch.jit.save writes constants.pkl beside data.pkl (FORMAT.md §1.5).
+  // torch.jit.save writes constants.pkl beside data.pkl (docs/format.md §1.5).
   const zip::Entry* constants_pickle = state.archive->find(prefix + "constants.pkl");
   if (constants_pickle != nullptr) state.format = Format::kTorchScript;
   const zip::Entry* data_pickle = state.archive->find(prefix + "data.pkl");
@@ -117,7 +117,7 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   }
 }
 
-// The pre-1.6 stream: its pickles, then its storages' ranges of the file (FORMAT.md §5.1).
+// The pre-1.6 stream: its pickles, then its storages' ranges of the file (docs/format.md §5.1).
 void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
   torch::LegacyStorages storages(state);
   auto stream = legacy::Stream::parse(
@@ -214,7 +214,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
       open_legacy(*state, options);
     } else if (is_tar(bytes)) {
       // torch ≤ 0.1.x (early 2017) wrote tar files; torch stopped writing them in 0.1.10 and
-      // refuses them with weights_only=True since 2.6. Kept out of scope: FORMAT.md §5.2.
+      // refuses them with weights_only=True since 2.6. Kept out of scope: docs/format.md §5.2.
       throw UnsupportedError(Errc::kLegacyTarUnsupported,
                              "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
                              "which pthload does not read; load it with torch and save it again",

@@ -1,6 +1,6 @@
 // The storages of a legacy (pre-1.6) stream: made from 6-tuple persistent ids while the main
 // pickle runs, then given their ranges of the file from the storage table
-// (torch/serialization.py _legacy_load.persistent_load; FORMAT.md §2.2, §5.1).
+// (torch/serialization.py _legacy_load.persistent_load; docs/format.md §2.2, §5.1).
 #pragma once
 
 #include <cstdint>

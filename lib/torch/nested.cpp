@@ -1,6 +1,6 @@
 // _rebuild_nested_tensor(buffer, sizes, strides, storage_offsets): a nested tensor of the strided
 // layout (torch.nested.nested_tensor), whose components are views of one buffer (torch/_utils.py;
-// torch/csrc/autograd/python_nested_functions: _nested_view_from_buffer; FORMAT.md §3).
+// torch/csrc/autograd/python_nested_functions: _nested_view_from_buffer; docs/format.md §3).
 //
 // A nested Tensor has no storage: its components follow it in Checkpoint::tensors() as
 // `<name>.0`, `<name>.1`..., ordinary strided tensors over the buffer's storage. Their geometry is

@@ -1,6 +1,6 @@
 // Tensors whose bytes the pickle itself holds: numpy arrays and scalars found in the object tree,
 // and torch._utils._rebuild_device_tensor_from_numpy (_rebuild_xla_tensor, _rebuild_mlc_tensor)
-// whose data travels as a numpy array (torch/_utils.py; FORMAT.md §3, §7).
+// whose data travels as a numpy array (torch/_utils.py; docs/format.md §3, §7).
 #include <fmt/format.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// _rebuild_qtensor: quantized tensors (torch/_utils.py _rebuild_qtensor; FORMAT.md §3, §4).
+// _rebuild_qtensor: quantized tensors (torch/_utils.py _rebuild_qtensor; docs/format.md §3, §4).
 // The elements are the storage's integers as for a dense tensor; the quantizer parameters say
 // how they map to reals. A checksum hashes the integers (torch's int_repr()).
 #include <fmt/format.h>

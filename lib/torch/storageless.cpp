@@ -1,6 +1,6 @@
 // Tensors whose rebuild names no storage of their own (torch/_utils.py
 // _rebuild_meta_tensor_no_storage, _rebuild_wrapper_subclass,
-// _rebuild_device_tensor_from_cpu_tensor; FORMAT.md §3, §7).
+// _rebuild_device_tensor_from_cpu_tensor; docs/format.md §3, §7).
 #include <fmt/format.h>
 
 #include "pthload/error.hpp"

@@ -1,4 +1,4 @@
-// TorchScript archives (torch.jit.save): the second pickle, constants.pkl (FORMAT.md §1.5).
+// TorchScript archives (torch.jit.save): the second pickle, constants.pkl (docs/format.md §1.5).
 #pragma once
 
 #include <string>
