@@ -8,7 +8,7 @@
 #include <span>
 
 #include "pthload/error.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 #include "zip/archive.hpp"
 
 namespace {

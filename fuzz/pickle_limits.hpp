@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::fuzz {
 
