@@ -27,7 +27,7 @@ namespace pthload::fuzz {
 inline LoadOptions fuzz_options(bool copy) {
   LoadOptions options;
   options.map_location = map_to(Device::cpu());
-  options.copy = copy;
+  options.copy_cpu_storages = copy;
   options.limits.max_zip_entries = 10'000;
   options.limits.max_inflated_record_bytes = 64 << 20;
   options.limits.max_pickle_stack = 100'000;

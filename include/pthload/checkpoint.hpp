@@ -104,14 +104,15 @@ class PTHLOAD_API Checkpoint {
 
 /// Reads the checkpoint and places every storage where options.map_location (or, without one,
 /// its location tag) says: on the CPU as zero-copy views of the mapped file (or owned copies
-/// with options.copy), on CUDA as device memory. Throws as open(), and DeviceError when a
-/// storage's device is unavailable (the message names the storage, the tag and map_location).
+/// with options.copy_cpu_storages), on CUDA as device memory. Throws as open(), and DeviceError
+/// when a storage's device is unavailable (the message names the storage, the tag and
+/// map_location).
 [[nodiscard]] PTHLOAD_API Checkpoint load(const std::filesystem::path& path,
                                           const LoadOptions& options = {});
 
 /// load() over a checkpoint in memory that the caller owns (as open(bytes)): CPU storages are
-/// zero-copy views of `bytes` unless options.copy, so the bytes must outlive every tensor that
-/// views them. Throws as load().
+/// zero-copy views of `bytes` unless options.copy_cpu_storages, so the bytes must outlive every
+/// tensor that views them. Throws as load().
 [[nodiscard]] PTHLOAD_API Checkpoint load(std::span<const std::byte> bytes,
                                           const LoadOptions& options = {});
 

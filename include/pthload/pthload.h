@@ -137,8 +137,8 @@ typedef struct pthload_options {
   /** Passed to map_location unchanged. */
   void* map_location_user_data;
   /** Nonzero: CPU storages become owned 64-byte aligned copies instead of read-only views of
-   *  the mapped file (pthload::LoadOptions::copy). */
-  int copy;
+   *  the mapped file (pthload::LoadOptions::copy_cpu_storages). */
+  int copy_cpu_storages;
   /** Nonzero: check each zip record's CRC-32 (pthload::LoadOptions::verify_crc). */
   int verify_crc;
   /** pthload::Limits, with the same defaults; see options.hpp for what each guards against. */
@@ -191,8 +191,8 @@ PTHLOAD_API int pthload_open_bytes(const void* data, size_t size, const pthload_
                                    pthload_checkpoint** out);
 
 /** pthload_load over bytes the caller owns: CPU storages are views of those bytes (unless
- *  options->copy), so the bytes must outlive the checkpoint and every DLPack tensor made from
- *  it. */
+ *  options->copy_cpu_storages), so the bytes must outlive the checkpoint and every DLPack
+ *  tensor made from it. */
 PTHLOAD_API int pthload_load_bytes(const void* data, size_t size, const pthload_options* options,
                                    pthload_checkpoint** out);
 

@@ -172,7 +172,7 @@ pthload::LoadOptions to_load_options(const pthload_options* options) {
   } else if (options->map_location != nullptr) {
     result.map_location = c_map_location(options->map_location, options->map_location_user_data);
   }
-  result.copy = options->copy != 0;
+  result.copy_cpu_storages = options->copy_cpu_storages != 0;
   result.verify_crc = options->verify_crc != 0;
   result.limits.max_zip_entries = options->max_zip_entries;
   result.limits.max_inflated_record_bytes = options->max_inflated_record_bytes;
@@ -230,7 +230,7 @@ void pthload_options_init(pthload_options* options) {
   *options = pthload_options{.map_to = nullptr,
                              .map_location = nullptr,
                              .map_location_user_data = nullptr,
-                             .copy = 0,
+                             .copy_cpu_storages = 0,
                              .verify_crc = 0,
                              .max_zip_entries = limits.max_zip_entries,
                              .max_inflated_record_bytes = limits.max_inflated_record_bytes,

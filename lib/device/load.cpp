@@ -138,7 +138,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       about(*storage_state, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
-            place_on_cpu(state, *storage_state, options.copy);
+            place_on_cpu(state, *storage_state, options.copy_cpu_storages);
             progress.add(storage_state->nbytes);
             return;
           case Device::Type::kMeta:
