@@ -16,9 +16,12 @@
 
 namespace pthload {
 
-namespace detail {
+namespace internal {
+// The library's own: what a Checkpoint holds, and the one class its layers reach it through
+// (defined in lib/, never by users).
 struct CheckpointState;
-}
+struct Access;
+}  // namespace internal
 
 /// Which container the checkpoint came in.
 enum class Format : std::uint8_t {
@@ -50,7 +53,6 @@ struct UnusedStorage {
 /// storage, so they may outlive the Checkpoint. Move-only.
 class PTHLOAD_API Checkpoint {
  public:
-  explicit Checkpoint(std::unique_ptr<detail::CheckpointState> state) noexcept;
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
   ~Checkpoint();
@@ -82,12 +84,11 @@ class PTHLOAD_API Checkpoint {
   /// meta) every storage is where it was. Tensors see the move: they share their storages.
   void to(Device device, const CudaOptions& options = {});
 
-  /// For the library's own layers.
-  [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
-  [[nodiscard]] const detail::CheckpointState& state() const noexcept { return *state_; }
-
  private:
-  std::unique_ptr<detail::CheckpointState> state_;
+  friend struct internal::Access;
+  explicit Checkpoint(std::unique_ptr<internal::CheckpointState> state) noexcept;
+
+  std::unique_ptr<internal::CheckpointState> state_;
 };
 
 /// Reads the checkpoint's structure — its tensors' names, dtypes, geometry and storages —

@@ -154,7 +154,7 @@ TEST_CASE("device: map_location as a callable is called once per storage") {
 }
 
 TEST_CASE("device: a CUDA ordinal past the device count names the fix") {
-  pthload::detail::StorageState storage;
+  pthload::internal::StorageState storage;
   storage.key = "2";
   storage.location = "cuda:3";
   try {
