@@ -55,7 +55,7 @@ inline std::unordered_set<const Storage*> used_storages(const Checkpoint& checkp
       if (q->scales) pending.push_back(&*q->scales);
       if (q->zero_points) pending.push_back(&*q->zero_points);
     }
-    for (const auto& part : t.sparse_parts())
+    for (const auto& part : t.parts())
       pending.push_back(&part);
   }
   return used;

@@ -24,7 +24,7 @@ struct Access;
 }  // namespace internal
 
 /// How a tensor's elements are laid out: dense (strided), one of torch's sparse layouts, whose
-/// data lives in part tensors (Tensor::sparse_parts()), or nested (torch.nested.nested_tensor,
+/// data lives in part tensors (Tensor::parts()), or nested (torch.nested.nested_tensor,
 /// _rebuild_nested_tensor), whose parts are its components.
 enum class Layout : std::uint8_t {
   kStrided,
@@ -154,9 +154,15 @@ class PTHLOAD_API Tensor {
   /// pthload knows).
   [[nodiscard]] Device device() const noexcept;
   [[nodiscard]] Layout layout() const noexcept { return layout_; }
-  /// A sparse tensor's parts, named by sparse_part_names(layout()); a nested tensor's components
-  /// (strided views of one storage), in order; empty for other tensors.
-  [[nodiscard]] std::span<const Tensor> sparse_parts() const noexcept { return sparse_parts_; }
+  /// The tensors that hold a storage-less tensor's data: a sparse tensor's parts, named by
+  /// sparse_part_names(layout()); a nested tensor's components (strided views of one storage), in
+  /// order; empty for other tensors. Valid while this Tensor (or a copy) lives.
+  [[nodiscard]] std::span<const Tensor> parts() const noexcept { return parts_; }
+  /// The old name of parts(), which it is for nested tensors too; removed in the next release.
+  [[deprecated("use parts()")]] [[nodiscard]] std::span<const Tensor> sparse_parts()
+      const noexcept {
+    return parts_;
+  }
   /// A wrapper subclass's class and device; nullptr for other tensors. Valid while this Tensor
   /// (or a copy) lives.
   [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept {
@@ -192,7 +198,7 @@ class PTHLOAD_API Tensor {
   std::int64_t storage_offset_;
   bool requires_grad_;
   Layout layout_ = Layout::kStrided;
-  std::vector<Tensor> sparse_parts_;
+  std::vector<Tensor> parts_;
   std::shared_ptr<const Quantization> quantization_;
   std::shared_ptr<const WrapperSubclass> wrapper_subclass_;
 };

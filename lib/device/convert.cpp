@@ -18,7 +18,7 @@ namespace {
 // The storages a conversion must leave alone: those behind the parts of sparse, nested and
 // quantized tensors, which the device layer cannot retype.
 void collect_parts(const Tensor& tensor, std::set<const Storage*>& blocked) {
-  for (const Tensor& part : tensor.sparse_parts()) {
+  for (const Tensor& part : tensor.parts()) {
     if (part.has_storage()) blocked.insert(&part.storage());
     collect_parts(part, blocked);
   }

@@ -81,7 +81,7 @@ Tensor::Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
       storage_offset_(0),
       requires_grad_(requires_grad),
       layout_(layout),
-      sparse_parts_(std::move(parts)) {
+      parts_(std::move(parts)) {
   PTHLOAD_ASSERT(sizes.size() == strides.size());
   dims_.reserve(sizes.size() * 2);
   dims_.insert(dims_.end(), sizes.begin(), sizes.end());
@@ -93,7 +93,7 @@ Device Tensor::device() const noexcept {
   if (wrapper_subclass_) return wrapper_subclass_->device.value_or(Device::meta());
   // A sparse tensor is where its values are (the last part), a nested one where its components
   // are; a storage-less dense one is meta.
-  if (!sparse_parts_.empty()) return sparse_parts_.back().device();
+  if (!parts_.empty()) return parts_.back().device();
   return Device::meta();
 }
 
@@ -182,7 +182,7 @@ const std::byte* Tensor::data() const {
         fmt::format("a {} tensor has no data of its own{}", layout_name(layout_),
                     wrapper_subclass_             ? " (a wrapper subclass keeps no storage)"
                     : layout_ == Layout::kStrided ? " (it is on the meta device)"
-                                                  : ": its parts (sparse_parts()) hold it"));
+                                                  : ": its parts (Tensor::parts()) hold it"));
   }
   return storage_->bytes().data() +
          static_cast<std::size_t>(storage_offset_) * element_size(dtype_);

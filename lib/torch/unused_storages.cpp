@@ -19,7 +19,7 @@ void mark_used(const Storage& storage, std::vector<bool>& used) {
 
 // `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation each.
 void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const Tensor*>& pending) {
-  if (tensor.quantization() == nullptr && tensor.sparse_parts().empty()) {
+  if (tensor.quantization() == nullptr && tensor.parts().empty()) {
     if (tensor.has_storage()) mark_used(tensor.storage(), used);
     return;
   }
@@ -32,7 +32,7 @@ void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const 
       if (q->scales) pending.push_back(&*q->scales);
       if (q->zero_points) pending.push_back(&*q->zero_points);
     }
-    for (const Tensor& part : t.sparse_parts())
+    for (const Tensor& part : t.parts())
       pending.push_back(&part);
   }
 }
