@@ -58,9 +58,10 @@ struct LoadOptions {
   /// Where each storage goes (see map_to, map_dict, or any callable). Empty: where its location
   /// tag says, as torch.load without map_location.
   MapLocation map_location{};
-  /// CPU storages as owned, 64-byte aligned copies instead of zero-copy views of the mapped
-  /// file (views are read-only and keep the file mapped).
-  bool copy = false;
+  /// Copy each storage placed on the CPU out of the mapped file (or the caller's bytes) into
+  /// owned, 64-byte aligned memory, instead of a zero-copy view of it (views are read-only and
+  /// keep the file mapped). pthinspect's `load --copy`.
+  bool copy_cpu_storages = false;
   /// Check each record's CRC-32 against the central directory. torch itself never does, and
   /// files saved with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;
