@@ -1,15 +1,17 @@
 // The load path shared by fuzz targets: open the bytes, report its globals and print its tree,
-// place every storage on the CPU as views and then as copies, and read every tensor end to end
-// through its checksum.
+// place every storage on the CPU as views and then as copies, read every tensor end to end
+// through its checksum, and check that both loads saw the same tensors with the same contents.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/mapped_file.hpp"
@@ -125,30 +127,36 @@ inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
 }
 
 /// Loads `bytes` as views and as copies; a pthload::Error is an accepted outcome, anything else
-/// (a crash, a sanitizer report) is a finding.
+/// (a crash, a sanitizer report) is a finding. When both loads succeed they must list the same
+/// tensors with the same contents: a copy is the view's bytes in owned memory, nothing else.
 inline void load_every_way(std::span<const std::byte> bytes) {
   const auto file =
       std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
+  std::optional<std::vector<std::pair<std::string, std::uint64_t>>> view_checksums;
   for (const bool copy : {false, true}) {
     try {
       const auto options = fuzz_options(copy);
       auto checkpoint = torch::open_mapped(file, "fuzz.pt", options);
-      std::uint64_t sink = 0;
       if (!copy) {
         check_every_tensor_listed(checkpoint);
         // What `pthinspect globals` and `tree` show, once per input: same tree either way.
-        sink += referenced_globals(checkpoint).size();
+        std::uint64_t sink = referenced_globals(checkpoint).size();
         TreeOptions tree_options;
         tree_options.max_depth = 20;
         tree_options.max_items = 20;
         sink += object_tree(checkpoint, tree_options).size();
+        // Keeps the walk observable, so the optimizer cannot drop it.
+        if (sink == 0x5eed) return;
       }
       device::place_storages(checkpoint, options);
-      for (const auto& named : checkpoint.tensors()) {
-        sink ^= named.tensor.content_checksum() + named.name.size();
+      std::vector<std::pair<std::string, std::uint64_t>> checksums;
+      for (const auto& named : checkpoint.tensors())
+        checksums.emplace_back(named.name, named.tensor.content_checksum());
+      if (!copy) {
+        view_checksums = std::move(checksums);
+      } else if (view_checksums && *view_checksums != checksums) {
+        std::abort();  // the copy load holds other bytes, or other tensors, than the view load
       }
-      // Keeps the reads observable, so the optimizer cannot drop them.
-      if (sink == 0x5eed) return;
     } catch (const Error&) {
     }
   }
