@@ -19,17 +19,21 @@ What it does, from a fresh clone:
      weights as separate copies: safetensors allows no aliasing; the optimizer's nested names
      flattened with dots).
   4. Every loader in a fresh child process, --runs times (default 5), medians; time and the
-     child's peak RSS (wait4's ru_maxrss). pthload (pthbench once MODE) is timed as a WHOLE
+     child's peak RSS. pthload (pthbench once MODE) is timed as a WHOLE
      PROCESS by this script's clock: exec, load, exit; its in-process time is printed too.
      torch and safetensors are timed IN-PROCESS around the call, `import torch` excluded; their
-     peak RSS includes the interpreter and torch (the "rss before" column says how much).
+     peak RSS includes the interpreter and torch (the "before" column says how much). Peak RSS
+     is the child's own VmHWM, read by it at its end: wait4's ru_maxrss would do, but Linux
+     carries the spawning Python's peak across exec into it.
      Page cache warm (the file is read once before the runs); cold too (--cold) when this user
      can write /proc/sys/vm/drop_caches, which it is asked to do before each cold run.
   5. The ceilings of the machine in the same run: the file read once in 1 MiB chunks into one
      reused buffer (copy bandwidth), the same into one fresh buffer of the file's size (page
      faults included), and on a GPU a pinned host-to-device copy of the file's size.
 
-The table gives time (median), GB/s (tensor bytes / time; file bytes for the ceilings), peak RSS,
+The table gives time (median; "in-proc": pthload's own clock around the load inside its
+process), CPU ms (user + system of every thread: pthload's whole process from wait4, torch's call
+from time.process_time; steadier than time on a busy machine), GB/s (tensor bytes / time; file bytes for the ceilings), peak RSS,
 and ratio = this row's time / pthload's (>1: pthload is faster) against the pthload row that does
 the same job: views against pthload's view load, copies against its copy load, GPU loads against
 its CUDA load.
@@ -37,7 +41,7 @@ its CUDA load.
 import argparse
 import json
 import os
-import shutil
+import re
 import statistics
 import subprocess
 import sys
@@ -111,6 +115,7 @@ cuda = mode.endswith("cuda")
 if cuda:
     torch.zeros(1, device="cuda"); torch.cuda.synchronize()     # context creation is not loading
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+cpu = time.process_time()
 t = time.perf_counter()
 if mode == "torch-wo":
     out = torch.load(path, map_location="cpu", weights_only=True)
@@ -133,11 +138,14 @@ elif mode == "h2d-cuda":
     dev = torch.empty(n, dtype=torch.uint8, device="cuda:0")
     dev.copy_(host, non_blocking=True); torch.cuda.synchronize()    # warm-up
     t = time.perf_counter()
+    cpu = time.process_time()
     dev.copy_(host, non_blocking=True)
 if cuda:
     torch.cuda.synchronize()
 ms = (time.perf_counter() - t) * 1e3
-print(json.dumps({"ms": ms, "rss_before_kib": before}))
+cpu_ms = (time.process_time() - cpu) * 1e3
+peak = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
+print(json.dumps({"ms": ms, "cpu_ms": cpu_ms, "rss_before_kib": before, "peak_kib": peak}))
 """
 
 # (label, runner, mode, compared with, what it is)
@@ -266,7 +274,8 @@ def drop_caches():
 
 
 def child(argv):
-    """Runs argv; returns (wall ms, peak RSS KiB, stdout). Wall time from spawn to reaping."""
+    """Runs argv; returns (wall ms, peak RSS KiB, stdout, CPU ms: user + system, all threads).
+    Wall time from spawn to reaping."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         pid = os.posix_spawn(argv[0], argv, os.environ,
@@ -278,27 +287,34 @@ def child(argv):
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {err.read().decode(errors='replace')}")
-        return wall, usage.ru_maxrss, out.read().decode()
+        cpu = (usage.ru_utime + usage.ru_stime) * 1e3
+        return wall, usage.ru_maxrss, out.read().decode(), cpu
 
 
 def measure(runner, mode, path, args, tools, cold):
     """Median over args.runs fresh processes: {"ms", "inproc_ms", "rss_kib", ...}."""
-    walls, inner, rss, before = [], [], [], []
+    walls, inner, rss, before, cpus = [], [], [], [], []
     for _ in range(args.runs):
         if cold:
             drop_caches()
         if runner == "pthload":
-            wall, peak, out = child([tools["pthbench"], "once", mode, path])
+            wall, peak, out, cpu = child([tools["pthbench"], "once", mode, path])
             walls.append(wall)
-            inner.append(float(out.rsplit(",", 1)[1].split()[0]))
+            cpus.append(cpu)
+            timed = re.search(r", ([0-9.]+) ms, peak ([0-9]+) KiB", out)
+            inner.append(float(timed.group(1)))
+            peak = int(timed.group(2)) or peak
         else:
-            wall, peak, out = child([tools["python"], "-c", TORCH_ONCE, mode, path])
+            wall, peak, out, _ = child([tools["python"], "-c", TORCH_ONCE, mode, path])
             result = json.loads(out.strip().splitlines()[-1])
+            cpus.append(result["cpu_ms"])
+            peak = result["peak_kib"]
             walls.append(result["ms"])       # in-process, import excluded
             inner.append(result["ms"])
             before.append(result["rss_before_kib"])
         rss.append(peak)
     row = {"ms": statistics.median(walls), "inproc_ms": statistics.median(inner),
+           "cpu_ms": statistics.median(cpus),
            "rss_kib": statistics.median(rss), "runs": len(walls),
            "timed": "whole process" if runner == "pthload" else "in-process"}
     if before:
@@ -314,7 +330,7 @@ def gpu_present(python):
 
 
 def tensor_bytes(pthbench, path):
-    _, _, out = child([pthbench, "once", "open", path])
+    out = child([pthbench, "once", "open", path])[2]
     return int(out.split(": ", 1)[1].split()[0])
 
 
@@ -352,17 +368,38 @@ def run_file(label, path, st, args, tools, gpu, cold):
             "cache": "cold" if cold else "warm", "rows": results}
 
 
-def summary(table):
+def tiny_baseline(pthbench, runs):
+    """Peak RSS (KiB) of `pthbench once view` on the repository's smallest fixture: what the
+    process costs before any checkpoint's size counts."""
+    tiny = os.path.join(ROOT, "tests", "fixtures", "sample.pt")
+    if not os.path.exists(tiny):
+        return None
+    peaks = []
+    for _ in range(runs):
+        out = child([pthbench, "once", "view", tiny])[2]
+        peaks.append(int(re.search(r"peak ([0-9]+) KiB", out).group(1)))
+    return statistics.median(peaks)
+
+
+def summary(table, baseline_kib=None):
     """The issue's targets, as measured."""
     rows = {r["mode"]: r for r in table["rows"]}
     lines = []
+    if baseline_kib:
+        above = {m: (rows[m]["rss_kib"] - baseline_kib) / 1024 for m in ("open", "view")
+                 if m in rows}
+        if above:
+            lines.append("peak RSS above a tiny file's (" + f"{baseline_kib / 1024:.0f} MiB): " +
+                         ", ".join(f"{m} +{v:.0f} MiB" for m, v in above.items()))
     torch_modes = [rows[m] for m in ("torch", "torch-wo") if m in rows]
     if torch_modes and "view" in rows:
         fastest = min(torch_modes, key=lambda r: r["ms"])
         lines.append(f"faster torch.load without mmap ({fastest['name']}, {fastest['ms']:.1f} ms) "
                      f"/ pthload view load (whole process, {rows['view']['ms']:.1f} ms) = "
                      f"{fastest['ms'] / rows['view']['ms']:.1f}x; / pthload copy load = "
-                     f"{fastest['ms'] / rows['copy']['ms']:.1f}x")
+                     f"{fastest['ms'] / rows['copy']['ms']:.1f}x; in CPU time (pthload's whole "
+                     f"process, torch's call) {fastest['cpu_ms'] / rows['view']['cpu_ms']:.1f}x "
+                     f"and {fastest['cpu_ms'] / rows['copy']['cpu_ms']:.1f}x")
     if "copy" in rows and "read-chunked" in rows:
         lines.append(f"copy load / chunked read-once = "
                      f"{rows['copy']['ms'] / rows['read-chunked']['ms']:.2f}x (in-process: "
@@ -382,15 +419,15 @@ def print_table(tables, meta):
     for table in tables:
         print(f"\n{table['file']}: {table['file_bytes'] / 1e6:.1f} MB file, "
               f"{table['tensor_bytes'] / 1e6:.1f} MB of tensors, page cache {table['cache']}")
-        print(f"  {'loader':<32}{'time ms':>10}{'in-proc':>10}{'GB/s':>8}{'peak RSS':>10}"
+        print(f"  {'loader':<32}{'time ms':>10}{'in-proc':>10}{'CPU ms':>10}{'GB/s':>8}{'peak RSS':>10}"
               f"{'(before)':>10}{'ratio':>8}  against")
         for r in table["rows"]:
             gbps = f"{r['gbps']:.2f}" if r["gbps"] is not None else "-"
             before = f"{r['rss_before_kib'] / 1024:.0f}M" if "rss_before_kib" in r else ""
             ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else ""
-            print(f"  {r['name']:<32}{r['ms']:>10.1f}{r['inproc_ms']:>10.1f}{gbps:>8}"
+            print(f"  {r['name']:<32}{r['ms']:>10.1f}{r['inproc_ms']:>10.1f}{r['cpu_ms']:>10.1f}{gbps:>8}"
                   f"{r['rss_kib'] / 1024:>9.0f}M{before:>10}{ratio:>8}  {r['ratio_to'] or ''}")
-        for line in summary(table):
+        for line in table["summary"]:
             print(f"  {line}")
     for note in meta["notes"]:
         print(f"note: {note}")
@@ -421,6 +458,7 @@ def main():
     parser.add_argument("--cold", action="store_true",
                         help="also cold page cache runs (drops the caches of the whole machine)")
     parser.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+    parser.add_argument("--save", metavar="FILE", help="also write the JSON to FILE")
     args = parser.parse_args()
 
     python = find_python(args)
@@ -448,12 +486,18 @@ def main():
     la = meta["load_average"]
     meta["notes"].append(f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on "
                          f"{os.cpu_count()} CPUs")
+    meta["tiny_rss_kib"] = tiny_baseline(tools["pthbench"], args.runs)
     tables = []
     for label, path, st in files:
         log(f"measuring {path}")
         tables.append(run_file(label, path, st, args, tools, gpu, cold=False))
         if args.cold and cold_ok:
             tables.append(run_file(label, path, st, args, tools, gpu, cold=True))
+    for table in tables:
+        table["summary"] = summary(table, meta["tiny_rss_kib"])
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump({"meta": meta, "files": tables}, f, indent=1)
     if args.json:
         json.dump({"meta": meta, "files": tables}, sys.stdout, indent=1)
         print()

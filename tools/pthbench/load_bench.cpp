@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -108,6 +110,18 @@ std::uint64_t run_mode(std::string_view mode, const std::string& file,
   return tensor_bytes(*keep);
 }
 
+// The process's peak resident set (VmHWM), in KiB, or 0 where /proc has none. A parent's wait4
+// would also report it, but Linux carries the spawning process's peak across exec into that
+// figure (16 MiB of Python for bench_compare.py), so the child reads its own.
+unsigned long long peak_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int bench_load(const Options& options) {
@@ -132,8 +146,8 @@ int bench_load(const Options& options) {
   return 0;
 }
 
-// One run, timed inside the process too: `MODE FILE: BYTES bytes, X ms`. The parent's clock
-// adds start-up and exit (the mapping's teardown, the copies' release) to this.
+// One run, timed inside the process too: `MODE FILE: BYTES bytes, X ms, peak N KiB`. The parent's
+// clock adds start-up and exit (the mapping's teardown, the copies' release) to this.
 int bench_once(const Options& options) {
   if (options.files.size() != 2) throw std::runtime_error("once needs MODE FILE");
   const auto& mode = options.files[0];
@@ -142,9 +156,9 @@ int bench_once(const Options& options) {
   std::optional<pthload::Checkpoint> keep;
   const std::uint64_t bytes = run_mode(mode, file, keep);
   const auto stop = std::chrono::steady_clock::now();
-  std::printf("%s %s: %llu bytes, %.3f ms\n", mode.c_str(), file.c_str(),
+  std::printf("%s %s: %llu bytes, %.3f ms, peak %llu KiB\n", mode.c_str(), file.c_str(),
               static_cast<unsigned long long>(bytes),
-              std::chrono::duration<double, std::milli>(stop - start).count());
+              std::chrono::duration<double, std::milli>(stop - start).count(), peak_rss_kib());
   return 0;
 }
 
