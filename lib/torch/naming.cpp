@@ -5,9 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "common/checked.hpp"
@@ -65,6 +68,18 @@ bool is_sequence(const Value& value) noexcept {
 std::string entry_value_label(const Value& key, std::size_t index) {
   if (auto text = pickle::key_text(key)) return std::move(*text);
   return fmt::format("<value {}>", index);
+}
+
+// `name.key` for an entry's value. Str and int keys (state dicts, optimizer states) are joined
+// from the key itself, as key_text would write them, without building their text apart first.
+std::string entry_value_name(const std::string& name, const Value& key, std::size_t index) {
+  if (key.is(Kind::kString)) return join(name, key.as_string());
+  if (key.is(Kind::kInt)) {
+    std::array<char, 24> digits{};
+    const auto written = std::to_chars(digits.data(), digits.data() + digits.size(), key.as_int());
+    return join(name, std::string_view(digits.data(), written.ptr));
+  }
+  return join(name, entry_value_label(key, index));
 }
 
 // The walk marks each tensor node it lists (pickle::Value::set_walk_mark); the audit skips them.
@@ -200,7 +215,7 @@ class Walker {
   void add_entry(const Value& key, const Value& item, const std::string& name, std::size_t index) {
     charge_step();
     if (may_hold_tensors(item)) {
-      children_.push_back({&item, nullptr, join(name, entry_value_label(key, index)), 0});
+      children_.push_back({&item, nullptr, entry_value_name(name, key, index), 0});
     }
     // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
     // an object or a tuple holding one is walked as `<key N>`.

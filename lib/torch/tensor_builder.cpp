@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
@@ -155,6 +156,15 @@ Tensor TensorBuilder::rebuild_dense(const Value& function, const Value& args) {
   return Tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
 }
 
+const zip::Entry* TensorBuilder::find_record(std::string_view name) {
+  const auto entries = std::span(checkpoint_.archive->entries());
+  const zip::Entry* found = next_record_ < entries.size() && entries[next_record_].name == name
+                                ? &entries[next_record_]
+                                : checkpoint_.archive->find(name);
+  if (found != nullptr) next_record_ = static_cast<std::size_t>(found - entries.data()) + 1;
+  return found;
+}
+
 StorageRef TensorBuilder::storage_of(const Value& persistent) {
   if (is_load_from_bytes(persistent)) {
     auto& nested = nested_storages_[load_from_bytes_key(persistent)];
@@ -190,7 +200,7 @@ StorageRef TensorBuilder::storage_of(const Value& persistent) {
   // Reused, so naming the record costs no allocation per storage.
   std::string& record_name = record_name_scratch_;
   record_name.assign(data_prefix_).append(key);
-  const zip::Entry* record = checkpoint_.archive->find(record_name);
+  const zip::Entry* record = find_record(record_name);
   if (record == nullptr) {
     throw FormatError(Errc::kTorchStorageRecordMissing,
                       fmt::format("storage '{}': no record {}", key, record_name));

@@ -63,6 +63,9 @@ class TensorBuilder {
   // nested.cpp: _rebuild_nested_tensor
   Tensor rebuild_nested(const pickle::Value& function, const pickle::Value& args);
   StorageRef storage_of(const pickle::Value& persistent);
+  // The archive's entry named `name`, or nullptr: the entry after the last one found when that
+  // is it (one string comparison), else Archive::find (a hash and a binary search).
+  const zip::Entry* find_record(std::string_view name);
   // numpy_tensors.cpp: tensors whose bytes are in the pickle (numpy arrays)
   std::optional<Tensor> numpy_tensor(const pickle::Value& value);
   Tensor rebuild_device_from_numpy(const pickle::Value& function, const pickle::Value& args);
@@ -91,6 +94,9 @@ class TensorBuilder {
   std::vector<std::int64_t> sizes_scratch_;
   std::vector<std::int64_t> strides_scratch_;
   std::string record_name_scratch_;
+  // The entry after the last storage record found: torch writes storage records in the order
+  // its pickler meets them, so that is usually the next one asked for (see find_record).
+  std::size_t next_record_ = 0;
 };
 
 }  // namespace pthload::torch

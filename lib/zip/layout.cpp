@@ -53,9 +53,14 @@ void check_layout(std::span<const Entry> entries, const EndRecords& end) {
   }
   extents.push_back({end.end_record_offset, end.end_record_end, nullptr, "end record"});
 
-  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+  // torch writes records in file order, and the structures above follow them: the check is
+  // linear then (sorting 100 000 sorted extents anyway took 8% of a 100 000-tensor load).
+  const auto by_start = [](const Extent& a, const Extent& b) {
     return a.start != b.start ? a.start < b.start : a.end < b.end;
-  });
+  };
+  if (!std::is_sorted(extents.begin(), extents.end(), by_start)) {
+    std::sort(extents.begin(), extents.end(), by_start);
+  }
   const Extent* reaching_furthest = nullptr;
   for (const Extent& extent : extents) {
     if (reaching_furthest != nullptr && extent.start < reaching_furthest->end) {

@@ -28,6 +28,7 @@ void report(std::string_view name, const std::string& file, std::size_t bytes,
 
 int bench_pickle(const Options& options);
 int bench_load(const Options& options);
+int bench_once(const Options& options);
 int bench_cuda(const Options& options);
 
 }  // namespace pthbench

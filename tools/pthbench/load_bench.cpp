@@ -1,12 +1,21 @@
 // `pthbench load FILE`: open (structure only), a zero-copy load, a copy-mode load, and the
-// reference they are measured against: reading the whole file once into memory, in this process.
+// references they are measured against: reading the whole file once, in this process.
+// `pthbench once MODE FILE`: one of those, once, then exit — for a parent that times the whole
+// process and reads its peak RSS (tools/bench_compare.py).
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench.hpp"
@@ -15,31 +24,114 @@
 namespace pthbench {
 namespace {
 
-// What "reading the file once" costs: open, one buffer of the file's size, read() to the end.
-std::size_t read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path);
-  const off_t size = ::lseek(fd, 0, SEEK_END);
-  ::lseek(fd, 0, SEEK_SET);
-  auto buffer = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(size));
-  std::size_t done = 0;
-  while (done < static_cast<std::size_t>(size)) {
-    const ssize_t got = ::read(fd, buffer.get() + done, static_cast<std::size_t>(size) - done);
-    if (got <= 0) break;
-    done += static_cast<std::size_t>(got);
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path);
   }
-  ::close(fd);
-  return done;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { ::close(fd_); }
+  // Reads up to `size` bytes into `into`; returns how many (short only at the end of the file).
+  std::size_t read(char* into, std::size_t size) const {
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t got = ::read(fd_, into + done, size - done);
+      if (got <= 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    return done;
+  }
+
+ private:
+  int fd_;
+};
+
+// The copy bandwidth: the whole file through one reused 1 MiB buffer (no page faults after the
+// first chunk). A load that copies cannot beat this.
+std::size_t read_chunked(const std::string& path) {
+  const Fd fd(path);
+  const auto buffer = std::make_unique_for_overwrite<char[]>(kChunk);
+  std::size_t total = 0;
+  for (std::size_t got = 0; (got = fd.read(buffer.get(), kChunk)) > 0;)
+    total += got;
+  return total;
+}
+
+// The same into one fresh buffer of the file's size, 1 MiB per read: what an owned copy of every
+// byte costs, page faults of fresh memory included.
+std::size_t read_fresh(const std::string& path) {
+  const Fd fd(path);
+  const auto size = static_cast<std::size_t>(std::filesystem::file_size(path));
+  const auto buffer = std::make_unique_for_overwrite<char[]>(size);
+  std::size_t total = 0;
+  while (total < size) {
+    const std::size_t got = fd.read(buffer.get() + total, std::min(kChunk, size - total));
+    if (got == 0) break;
+    total += got;
+  }
+  return total;
+}
+
+std::uint64_t tensor_bytes(const pthload::Checkpoint& checkpoint) {
+  std::uint64_t bytes = 0;
+  for (const auto& storage : checkpoint.storages())
+    bytes += storage->nbytes();
+  return bytes;
+}
+
+// What `once` runs: returns the bytes it concerned (tensor bytes, or file bytes for reads). The
+// checkpoint is kept in `keep`, so its release is not timed (a program keeps what it loads).
+std::uint64_t run_mode(std::string_view mode, const std::string& file,
+                       std::optional<pthload::Checkpoint>& keep) {
+  const auto cpu = pthload::map_to("cpu");
+  if (mode == "read-chunked") return read_chunked(file);
+  if (mode == "read-fresh") return read_fresh(file);
+  if (mode == "open") {
+    keep.emplace(pthload::open(file));
+  } else if (mode == "view") {
+    keep.emplace(pthload::load(file, {.map_location = cpu}));
+  } else if (mode == "copy") {
+    keep.emplace(pthload::load(file, {.map_location = cpu, .copy = true}));
+  } else if (mode == "checksum") {
+    keep.emplace(pthload::load(file, {.map_location = cpu}));
+    std::uint64_t mix = 0;
+    for (const auto& named : keep->tensors())
+      if (named.tensor.has_storage()) mix ^= named.tensor.content_checksum();
+    std::fprintf(stderr, "checksums xor %016llx\n", static_cast<unsigned long long>(mix));
+  } else if (mode == "cuda") {
+    keep.emplace(pthload::load(file, {.map_location = pthload::map_to(pthload::Device::cuda(0))}));
+  } else {
+    throw std::runtime_error("unknown mode '" + std::string(mode) +
+                             "' (open, view, copy, checksum, cuda, read-chunked, read-fresh)");
+  }
+  return tensor_bytes(*keep);
+}
+
+// The process's peak resident set (VmHWM), in KiB, or 0 where /proc has none. A parent's wait4
+// would also report it, but Linux carries the spawning process's peak across exec into that
+// figure (16 MiB of Python for bench_compare.py), so the child reads its own.
+unsigned long long peak_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
 }
 
 }  // namespace
 
 int bench_load(const Options& options) {
   for (const auto& file : options.files) {
-    std::size_t file_bytes = 0;
+    const auto file_bytes = static_cast<std::size_t>(std::filesystem::file_size(file));
     std::size_t tensors = 0;
-    report("read", file, 0,
-           time_runs(options.repetitions, [&] { file_bytes = read_whole_file(file); }));
+    report("read 1 MiB chunks", file, file_bytes,
+           time_runs(options.repetitions, [&] { (void)read_chunked(file); }));
+    report("read fresh buffer", file, file_bytes,
+           time_runs(options.repetitions, [&] { (void)read_fresh(file); }));
     report("open", file, file_bytes,
            time_runs(options.repetitions, [&] { tensors = pthload::open(file).tensors().size(); }));
     const auto cpu = pthload::map_to("cpu");
@@ -51,6 +143,22 @@ int bench_load(const Options& options) {
            }));
     std::printf("%zu tensors\n", tensors);
   }
+  return 0;
+}
+
+// One run, timed inside the process too: `MODE FILE: BYTES bytes, X ms, peak N KiB`. The parent's
+// clock adds start-up and exit (the mapping's teardown, the copies' release) to this.
+int bench_once(const Options& options) {
+  if (options.files.size() != 2) throw std::runtime_error("once needs MODE FILE");
+  const auto& mode = options.files[0];
+  const auto& file = options.files[1];
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<pthload::Checkpoint> keep;
+  const std::uint64_t bytes = run_mode(mode, file, keep);
+  const auto stop = std::chrono::steady_clock::now();
+  std::printf("%s %s: %llu bytes, %.3f ms, peak %llu KiB\n", mode.c_str(), file.c_str(),
+              static_cast<unsigned long long>(bytes),
+              std::chrono::duration<double, std::milli>(stop - start).count(), peak_rss_kib());
   return 0;
 }
 
