@@ -94,7 +94,7 @@ std::uint64_t run_mode(std::string_view mode, const std::string& file,
   } else if (mode == "view") {
     keep.emplace(pthload::load(file, {.map_location = cpu}));
   } else if (mode == "copy") {
-    keep.emplace(pthload::load(file, {.map_location = cpu, .copy = true}));
+    keep.emplace(pthload::load(file, {.map_location = cpu, .copy_cpu_storages = true}));
   } else if (mode == "checksum") {
     keep.emplace(pthload::load(file, {.map_location = cpu}));
     std::uint64_t mix = 0;
