@@ -8,4 +8,5 @@
 #include "pthload/inspect.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/slice.hpp"
 #include "pthload/tensor.hpp"
