@@ -180,7 +180,10 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
                           {.path = (index_path.parent_path() / shard).string()});
       }
     }
-    state->format = format.value_or(Format::kSafetensors);
+    // With every shard left out, the index's name is all there is to say the format by.
+    const bool torch_index =
+        index_path.filename().string().ends_with(".bin" + std::string(kIndexSuffix));
+    state->format = format.value_or(torch_index ? Format::kZip : Format::kSafetensors);
     choose_tensors(*state, options, /*check_select=*/false);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state->path;
