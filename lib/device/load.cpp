@@ -13,6 +13,7 @@
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/select.hpp"
 #include "torch/state.hpp"
 
@@ -41,7 +42,7 @@ Resolved choose_device(const StorageInfo& info, const LoadOptions& options, Subj
   }
 }
 
-Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
+Resolved resolve_device(const internal::StorageState& storage, const LoadOptions& options) {
   if (!storage.follows_map_location) return {Device::cpu(), false};
   const StorageInfo info{.key = storage.key,
                          .location = storage.location,
@@ -54,10 +55,10 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
 }
 
 // A wrapper subclass has no storage, but its device goes through map_location as torch's
-// _get_restore_location sends it (FORMAT.md §7): a dict renames it, a device replaces it, and a
-// callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
+// _get_restore_location sends it (docs/format.md §7): a dict renames it, a device replaces it, and
+// a callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
 // bytes.
-void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOptions& options) {
+void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOptions& options) {
   std::unordered_set<const Tensor*> skipped;
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
   for (auto& named : checkpoint.tensors) {
@@ -80,7 +81,7 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
     }
     auto placed = std::make_shared<WrapperSubclass>(*wrapper);
     placed->device = device;
-    tensor.set_wrapper_subclass(std::move(placed), tensor.storage_offset());
+    internal::Access::set_wrapper_subclass(tensor, std::move(placed), tensor.storage_offset());
   }
   std::erase_if(checkpoint.tensors,
                 [&](const NamedTensor& named) { return skipped.contains(&named.tensor); });
@@ -88,7 +89,7 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
 
 // Tells the device layer's errors which storage and record they are about.
 template <typename Body>
-void about(const detail::StorageState& storage, Body&& body) {
+void about(const internal::StorageState& storage, Body&& body) {
   try {
     body();
   } catch (Error& e) {
@@ -105,17 +106,17 @@ namespace device {
 
 void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
                     const std::shared_ptr<Backend>& backend, PipelineReport* report) {
-  auto& state = checkpoint.state();
+  auto& state = internal::Access::state(checkpoint);
   try {
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
-    std::vector<std::pair<detail::StorageState*, Device>> plan;
+    std::vector<std::pair<internal::StorageState*, Device>> plan;
     plan.reserve(state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
     std::unordered_set<const Storage*> skipped;  // map_location answered kSkipStorage
     for (const auto& storage : state.storages) {
-      auto& storage_state = storage->state();
+      auto& storage_state = internal::Access::state(*storage);
       auto [device, from_map_location] = resolve_device(storage_state, options);
       if (device == kSkipStorage) {
         skipped.insert(storage.get());
@@ -139,29 +140,29 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const auto& a, const auto& b) {
-      return detail::file_offset(*a.first) < detail::file_offset(*b.first);
+      return internal::file_offset(*a.first) < internal::file_offset(*b.first);
     };
     if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
       std::sort(plan.begin(), plan.end(), by_offset);
     }
     Progress progress(options.cuda.progress, total_bytes);
     std::vector<DeviceJob> jobs;
-    std::vector<detail::StorageState*> job_storages;
+    std::vector<internal::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
     for (const auto& planned : plan) {
       // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
-      detail::StorageState* const storage_state = planned.first;
+      internal::StorageState* const storage_state = planned.first;
       const Device device = planned.second;
       about(*storage_state, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
-            place_on_cpu(state, *storage_state, options.copy);
+            place_on_cpu(state, *storage_state, options.copy_cpu_storages);
             progress.add(storage_state->nbytes);
             state.placed_bytes += storage_state->nbytes;
             return;
           case Device::Type::kMeta:
             // torch makes an empty storage of the same size on meta: no byte is read.
-            storage_state->placement = detail::MetaPlacement{};
+            storage_state->placement = internal::MetaPlacement{};
             storage_state->device = device;
             return;
           case Device::Type::kCuda: {

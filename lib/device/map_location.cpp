@@ -1,5 +1,5 @@
 // The map_location forms torch.load accepts (torch/serialization.py
-// _get_restore_location, default_restore_location; FORMAT.md §7).
+// _get_restore_location, default_restore_location; docs/format.md §7).
 #include <fmt/format.h>
 
 #include "pthload/device.hpp"

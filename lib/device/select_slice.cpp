@@ -17,6 +17,7 @@
 #include "device/pipeline.hpp"
 #include "pthload/error.hpp"
 #include "pthload/slice.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -104,7 +105,7 @@ namespace device {
 Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, std::int64_t begin,
                   std::int64_t end, Device device, const CudaOptions& cuda,
                   const std::shared_ptr<Backend>& backend) {
-  const auto& state = checkpoint.state();
+  const auto& state = internal::Access::state(checkpoint);
   try {
     const Tensor& tensor = checkpoint.tensor(name);
     check_sliceable(tensor, name);
@@ -113,7 +114,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
                              "kSkipStorage is map_location's answer, not a device to slice onto");
     }
     const Gather gather = plan_gather(tensor, name, dim, begin, end);
-    const auto& source_state = tensor.storage().state();
+    const auto& source_state = internal::Access::state(tensor.storage());
 
     // A storage already on the CPU is read there (in host byte order); otherwise the stored
     // bytes, a view of the file unless the record is deflated (then inflated whole: torch.save
@@ -135,7 +136,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
           fmt::format("tensor '{}' runs past its storage's {} bytes", name, source.size()));
     }
 
-    auto slice = std::make_unique<detail::StorageState>();
+    auto slice = std::make_unique<internal::StorageState>();
     slice->key = source_state.key;
     slice->location = source_state.location;
     slice->dtype = tensor.dtype();
@@ -154,7 +155,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
         break;
       }
       case Device::Type::kMeta:
-        slice->placement = detail::MetaPlacement{};
+        slice->placement = internal::MetaPlacement{};
         break;
       case Device::Type::kCuda: {
         device::check_device_exists(*slice, device, true, backend ? backend->device_count() : 0);
@@ -192,7 +193,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     std::vector<std::int64_t> strides(sizes.size(), 1);
     for (std::size_t i = sizes.size(); i-- > 1;)
       strides[i - 1] = strides[i] * std::max<std::int64_t>(sizes[i], 1);
-    return Tensor(std::make_shared<const Storage>(std::move(slice)), tensor.dtype(), sizes, strides,
+    return Tensor(internal::Access::make_storage(std::move(slice)), tensor.dtype(), sizes, strides,
                   0, tensor.requires_grad());
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state.path;

@@ -1,4 +1,4 @@
-// Legacy stream parsing: the stacked pickles, then the storage table (FORMAT.md §5.1;
+// Legacy stream parsing: the stacked pickles, then the storage table (docs/format.md §5.1;
 // torch/serialization.py _legacy_load, torch/csrc/serialization.cpp THPStorage_readFileRaw).
 #include "legacy/stream.hpp"
 
@@ -98,7 +98,7 @@ Stream Stream::parse(std::span<const std::byte> file, const Limits& limits,
 
   // torch.load unpickles sys_info and ignores it. Its byte order flag does not matter either:
   // THPStorage_writeFileRaw converts to little-endian on big-endian hosts, so the data section
-  // is little-endian in every file (FORMAT.md §5.1, §6); type_sizes describe C types the
+  // is little-endian in every file (docs/format.md §5.1, §6); type_sizes describe C types the
   // format never uses (counts are int64).
   const auto sys_info = run_at(file, offset, "sys_info", limits);
   if (!sys_info.root->is(Kind::kDict)) {

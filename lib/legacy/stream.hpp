@@ -1,5 +1,5 @@
 // The pre-1.6 torch.save stream: stacked pickles (magic number, protocol version, sys_info, the
-// object, the storage keys), then each storage's element count and bytes (FORMAT.md §5.1;
+// object, the storage keys), then each storage's element count and bytes (docs/format.md §5.1;
 // torch/serialization.py _legacy_save, _legacy_load).
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pickle/machine.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::legacy {
 

@@ -1,5 +1,5 @@
 // open(): the file → its format → the zip records → data.pkl → storages and named tensors,
-// reading no tensor bytes (torch/serialization.py _load; FORMAT.md §0, §1).
+// reading no tensor bytes (torch/serialization.py _load; docs/format.md §0, §1).
 #include "pthload/checkpoint.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
+#include "torch/access.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
@@ -59,7 +60,7 @@ std::string_view as_text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
+void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
   state.archive = zip::Archive::parse(state.file->bytes(), options.limits);
   const auto& entries = state.archive->entries();
   // torch's reader takes the top folder from the first record (inline_container.cc init).
@@ -76,7 +77,7 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   state.top_folder = entries.front().name.substr(0, slash);
   const std::string prefix = state.top_folder + "/";
 
-  // torch.jit.save writes constants.pkl beside data.pkl (FORMAT.md §1.5).
+  // torch.jit.save writes constants.pkl beside data.pkl (docs/format.md §1.5).
   const zip::Entry* constants_pickle = state.archive->find(prefix + "constants.pkl");
   if (constants_pickle != nullptr) state.format = Format::kTorchScript;
   const zip::Entry* data_pickle = state.archive->find(prefix + "data.pkl");
@@ -118,8 +119,8 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
   }
 }
 
-// The pre-1.6 stream: its pickles, then its storages' ranges of the file (FORMAT.md §5.1).
-void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
+// The pre-1.6 stream: its pickles, then its storages' ranges of the file (docs/format.md §5.1).
+void open_legacy(internal::CheckpointState& state, const LoadOptions& options) {
   torch::LegacyStorages storages(state);
   auto stream = legacy::Stream::parse(
       state.file->bytes(), options.limits,
@@ -147,7 +148,7 @@ std::string_view format_name(Format format) noexcept {
   return "unknown";
 }
 
-Checkpoint::Checkpoint(std::unique_ptr<detail::CheckpointState> state) noexcept
+Checkpoint::Checkpoint(std::unique_ptr<internal::CheckpointState> state) noexcept
     : state_(std::move(state)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
@@ -187,7 +188,7 @@ namespace torch {
 
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
                        const LoadOptions& options) {
-  auto state = std::make_unique<detail::CheckpointState>();
+  auto state = std::make_unique<internal::CheckpointState>();
   state->path = std::move(path);
   state->file = std::move(file);
   try {
@@ -215,7 +216,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
       open_legacy(*state, options);
     } else if (is_tar(bytes)) {
       // torch ≤ 0.1.x (early 2017) wrote tar files; torch stopped writing them in 0.1.10 and
-      // refuses them with weights_only=True since 2.6. Kept out of scope: FORMAT.md §5.2.
+      // refuses them with weights_only=True since 2.6. Kept out of scope: docs/format.md §5.2.
       throw UnsupportedError(Errc::kLegacyTarUnsupported,
                              "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
                              "which pthload does not read; load it with torch and save it again",
@@ -234,7 +235,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
     if (e.context().path.empty()) e.context().path = state->path;
     throw;
   }
-  return Checkpoint(std::move(state));
+  return internal::Access::make_checkpoint(std::move(state));
 }
 
 }  // namespace torch
@@ -251,7 +252,7 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     throw;
   }
   auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
-  torch::choose_tensors(checkpoint.state(), options);
+  torch::choose_tensors(internal::Access::state(checkpoint), options);
   return checkpoint;
 }
 
@@ -259,7 +260,7 @@ Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
   auto checkpoint = torch::open_mapped(
       std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
       options);
-  torch::choose_tensors(checkpoint.state(), options);
+  torch::choose_tensors(internal::Access::state(checkpoint), options);
   return checkpoint;
 }
 

@@ -66,7 +66,7 @@ KnownGlobal classify_global(const pickle::Value& global) noexcept {
     return KnownGlobal::kJitListBuilder;
   }
   if (module == "torch" && dtype_from_name(name)) return KnownGlobal::kDtype;
-  // numpy 2 renamed numpy.core to numpy._core (FORMAT.md §3, numpy bullet).
+  // numpy 2 renamed numpy.core to numpy._core (docs/format.md §3, numpy bullet).
   if (module == "numpy.core.multiarray" || module == "numpy._core.multiarray") {
     if (name == "_reconstruct") return KnownGlobal::kNumpyReconstruct;
     if (name == "scalar") return KnownGlobal::kNumpyScalar;

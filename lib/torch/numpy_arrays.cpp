@@ -1,5 +1,5 @@
 // Reading numpy arrays, scalars and dtypes out of the value tree (numpy's array_setstate,
-// arraydescr_setstate and scalar reduction; FORMAT.md §3, the numpy bullet). Nothing of numpy
+// arraydescr_setstate and scalar reduction; docs/format.md §3, the numpy bullet). Nothing of numpy
 // is called: the pickle's arguments are checked and interpreted here.
 #include "torch/numpy_arrays.hpp"
 

@@ -2,7 +2,7 @@
 // (0,), b'b') + BUILD (version, shape, dtype, is_fortran, raw bytes), scalar(dtype, raw bytes),
 // dtype('f8', False, True) + BUILD (3, byte order, ...) (numpy/core/_methods.py,
 // numpy/core/src/multiarray/methods.c array_setstate, descriptor.c arraydescr_setstate;
-// FORMAT.md §3, the numpy bullet).
+// docs/format.md §3, the numpy bullet).
 #pragma once
 
 #include <cstdint>

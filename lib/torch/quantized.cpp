@@ -1,4 +1,4 @@
-// _rebuild_qtensor: quantized tensors (torch/_utils.py _rebuild_qtensor; FORMAT.md §3, §4).
+// _rebuild_qtensor: quantized tensors (torch/_utils.py _rebuild_qtensor; docs/format.md §3, §4).
 // The elements are the storage's integers as for a dense tensor; the quantizer parameters say
 // how they map to reals. A checksum hashes the integers (torch's int_repr()).
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
@@ -159,11 +160,11 @@ Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args
                                           quantization->zero_points->numel(), channels, axis));
     }
     Tensor tensor(std::move(storage), dtype, own_sizes, own_strides, offset, requires_grad);
-    tensor.set_quantization(std::move(quantization));
+    internal::Access::set_quantization(tensor, std::move(quantization));
     return tensor;
   }
   Tensor tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
-  tensor.set_quantization(std::move(quantization));
+  internal::Access::set_quantization(tensor, std::move(quantization));
   return tensor;
 }
 

@@ -36,7 +36,7 @@ std::optional<std::pair<bool, std::size_t>> match_set(std::string_view glob, cha
 // and zero points): what a kept tensor needs placed.
 void collect_storages(const Tensor& tensor, std::unordered_set<const Storage*>& out) {
   if (tensor.has_storage()) out.insert(&tensor.storage());
-  for (const Tensor& part : tensor.sparse_parts())
+  for (const Tensor& part : tensor.parts())
     collect_storages(part, out);
   if (const Quantization* q = tensor.quantization()) {
     if (q->scales) collect_storages(*q->scales, out);
@@ -52,7 +52,7 @@ bool uses_any(const Tensor& tensor, const std::unordered_set<const Storage*>& st
 }
 
 // Keeps the storages `keep` holds, and the metadata storages among them.
-void keep_storages(detail::CheckpointState& checkpoint,
+void keep_storages(internal::CheckpointState& checkpoint,
                    const std::unordered_set<const Storage*>& keep) {
   std::erase_if(checkpoint.storages,
                 [&](const std::shared_ptr<Storage>& s) { return !keep.contains(s.get()); });
@@ -134,7 +134,7 @@ bool chosen(const LoadOptions& options, std::string_view name) {
   return !options.filter || options.filter(name);
 }
 
-void choose_tensors(detail::CheckpointState& checkpoint, const LoadOptions& options,
+void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& options,
                     bool check_select) {
   if (!chooses_tensors(options)) return;
   std::vector<NamedTensor> kept;
@@ -182,7 +182,7 @@ void choose_tensors(detail::CheckpointState& checkpoint, const LoadOptions& opti
   keep_storages(checkpoint, used);
 }
 
-void drop_storages(detail::CheckpointState& checkpoint,
+void drop_storages(internal::CheckpointState& checkpoint,
                    const std::unordered_set<const Storage*>& storages) {
   if (storages.empty()) return;
   std::erase_if(checkpoint.tensors,

@@ -33,13 +33,13 @@ namespace pthload::torch {
 /// `select` names nothing (unless `check_select` is false: a sharded checkpoint checks its
 /// index instead, as its left-out shards are never opened), FormatError(kSelectNameCollision)
 /// when two kept tensors get one name.
-void choose_tensors(detail::CheckpointState& checkpoint, const LoadOptions& options,
+void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& options,
                     bool check_select = true);
 
 /// Drops the tensors that use one of `storages` (directly, or through a part: sparse values,
 /// nested components, quantization parameters), and those storages: a map_location's
 /// kSkipStorage answer.
-void drop_storages(detail::CheckpointState& checkpoint,
+void drop_storages(internal::CheckpointState& checkpoint,
                    const std::unordered_set<const Storage*>& storages);
 
 }  // namespace pthload::torch

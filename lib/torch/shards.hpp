@@ -1,6 +1,6 @@
 // Sharded checkpoints: the index transformers writes (model.safetensors.index.json,
 // pytorch_model.bin.index.json) and its shards, opened as one Checkpoint (DESIGN.md "Sets of
-// files"; FORMAT.md §11 "HF sharded checkpoints").
+// files"; docs/format.md §11 "HF sharded checkpoints").
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // _rebuild_sparse_tensor and _rebuild_sparse_csr_tensor: sparse tensors, whose data are ordinary
-// dense tensors, their parts (torch/_utils.py; FORMAT.md §3). A sparse Tensor has no storage:
+// dense tensors, their parts (torch/_utils.py; docs/format.md §3). A sparse Tensor has no storage:
 // its parts follow it in Checkpoint::tensors() as `<name>.indices`, `<name>.values`...
 //
 // Checked here: the layout, the number and kinds of the parts, their dtypes and the shape

@@ -20,7 +20,7 @@
 #include "pthload/tensor.hpp"
 #include "zip/archive.hpp"
 
-namespace pthload::detail {
+namespace pthload::internal {
 
 /// Device memory the device layer allocated (CUDA); the torch layer only holds it.
 class DeviceMemory {
@@ -119,4 +119,4 @@ struct CheckpointState {
   std::uint64_t placed_bytes = 0;
 };
 
-}  // namespace pthload::detail
+}  // namespace pthload::internal

@@ -1,9 +1,10 @@
 // Tensors whose rebuild names no storage of their own (torch/_utils.py
 // _rebuild_meta_tensor_no_storage, _rebuild_wrapper_subclass,
-// _rebuild_device_tensor_from_cpu_tensor; FORMAT.md §3, §7).
+// _rebuild_device_tensor_from_cpu_tensor; docs/format.md §3, §7).
 #include <fmt/format.h>
 
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
 
@@ -68,7 +69,8 @@ Tensor TensorBuilder::rebuild_wrapper_subclass(const Value& function, const Valu
     // 'xla:0' and the like: load() asks map_location, and refuses it without one.
   }
   Tensor tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
-  tensor.set_wrapper_subclass(
+  internal::Access::set_wrapper_subclass(
+      tensor,
       std::make_shared<const WrapperSubclass>(WrapperSubclass{
           .subclass = global_name(*items[0]), .location = std::move(location), .device = device}),
       offset);

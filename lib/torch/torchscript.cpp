@@ -1,4 +1,4 @@
-// TorchScript archives (torch.jit.save; FORMAT.md §1.5;
+// TorchScript archives (torch.jit.save; docs/format.md §1.5;
 // torch/csrc/jit/serialization/import_read.cpp readArchiveAndTensors). data.pkl is read like a
 // torch.save pickle — its `__torch__.*` objects are unknown classes whose BUILD states are their
 // attributes, so a module's weight is `lin.weight` — and this file adds constants.pkl.
@@ -13,7 +13,7 @@
 
 namespace pthload::torch {
 
-void read_torchscript_constants(detail::CheckpointState& checkpoint,
+void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
                                 const LoadOptions& options) {
   try {

@@ -1,5 +1,5 @@
 // Test helper: writes legacy (pre-1.6) torch.save streams piece by piece, as _legacy_save lays
-// them out (FORMAT.md §5.1), so tests can build well-formed and hostile ones.
+// them out (docs/format.md §5.1), so tests can build well-formed and hostile ones.
 #pragma once
 
 #include <cstdint>

@@ -29,6 +29,7 @@
 #include "pthload/error.hpp"
 #include "pthload/slice.hpp"
 #include "support/error_code.hpp"
+#include "torch/access.hpp"
 #include "torch/select.hpp"
 #include "torch/state.hpp"
 
@@ -122,7 +123,7 @@ class ProtectedCopy {
 
 // Where a storage's bytes are in its file (zip record data, or a safetensors range).
 std::pair<std::uint64_t, std::uint64_t> file_range_of(const pthload::Storage& storage) {
-  const auto begin = pthload::detail::file_offset(storage.state());
+  const auto begin = pthload::internal::file_offset(pthload::internal::Access::state(storage));
   return {begin, begin + storage.nbytes()};
 }
 
@@ -193,7 +194,7 @@ TEST_SUITE("fixtures") {
       const auto path = kFixtures / file;
       const auto whole = pthload::load(path, {.map_location = pthload::map_to("cpu")});
       const auto all = checksums_of(whole);
-      CHECK(whole.state().placed_bytes == storage_bytes(whole));
+      CHECK(pthload::internal::Access::state(whole).placed_bytes == storage_bytes(whole));
 
       const auto part = pthload::load(path, {.only = {"layers.0.*"}, .exclude = {"*.bias"}});
       const bool tied = std::string(file) == "model.pt";
@@ -202,7 +203,7 @@ TEST_SUITE("fixtures") {
       // layers.0.upper views layers.0.weight's storage: one storage, placed once.
       REQUIRE(part.storages().size() == 1);
       CHECK(part.storages()[0]->is_placed());
-      CHECK(part.state().placed_bytes == 8 * 2048 * 4);
+      CHECK(pthload::internal::Access::state(part).placed_bytes == 8 * 2048 * 4);
       // Not structured bindings: doctest's CHECK is a lambda, and clang 14 cannot capture them.
       for (const auto& entry : checksums_of(part))
         CHECK(entry.second == all.at(entry.first));
@@ -210,7 +211,7 @@ TEST_SUITE("fixtures") {
       const auto by_predicate = pthload::load(
           path, {.filter = [](std::string_view name) { return name.ends_with(".bias"); }});
       CHECK(names_of(by_predicate) == std::vector<std::string>{"layers.0.bias"});
-      CHECK(by_predicate.state().placed_bytes == 2048 * 4);
+      CHECK(pthload::internal::Access::state(by_predicate).placed_bytes == 2048 * 4);
 
       // open() chooses too: a listing of the chosen tensors reads no tensor byte.
       const auto listed = pthload::open(path, {.only = {"embed.weight", "layers.1.*"}});
@@ -230,7 +231,7 @@ TEST_SUITE("fixtures") {
     const auto head = pthload::load(path, {.only = {"head.weight"}});
     CHECK(names_of(head) == std::vector<std::string>{"head.weight"});
     REQUIRE(head.storages().size() == 1);
-    CHECK(head.state().placed_bytes == 16 * 1024 * 4);
+    CHECK(pthload::internal::Access::state(head).placed_bytes == 16 * 1024 * 4);
     CHECK(head.tensor("head.weight").content_checksum() ==
           whole.tensor("embed.weight").content_checksum());
     CHECK(error_code_of([&] { (void)head.tensor("embed.weight"); }) == Errc::kTorchNameNotFound);
@@ -250,7 +251,8 @@ TEST_SUITE("fixtures") {
                                                        "layers.0.bias", "layers.0.upper",
                                                        "layers.0.weight", "layers.1.scale"});
     CHECK(loaded.storages().size() == 4);
-    CHECK(loaded.state().placed_bytes == 64 * 1024 + 64 * 1024 + 8 * 1024 + 6000);
+    CHECK(pthload::internal::Access::state(loaded).placed_bytes ==
+          64 * 1024 + 64 * 1024 + 8 * 1024 + 6000);
     for (const auto& storage : loaded.storages())
       CHECK(storage->is_placed());
 
@@ -266,7 +268,8 @@ TEST_SUITE("fixtures") {
                                          }},
                                     backend);
     CHECK(names_of(opened) == names_of(loaded));
-    CHECK(opened.state().placed_bytes == loaded.state().placed_bytes);
+    CHECK(pthload::internal::Access::state(opened).placed_bytes ==
+          pthload::internal::Access::state(loaded).placed_bytes);
     REQUIRE(opened.storages().size() == loaded.storages().size());
     for (std::size_t i = 0; i < opened.storages().size(); ++i) {
       const auto& device = *opened.storages()[i];
@@ -286,7 +289,8 @@ TEST_SUITE("fixtures") {
     pthload::device::PipelineReport report;
     pthload::device::place_storages(opened, options, backend, &report);
     REQUIRE(opened.storages().size() == cpu.storages().size());
-    CHECK(opened.state().placed_bytes == 64 * 1024 + 8 * 1024 + 128 * 1024 + 6000);
+    CHECK(pthload::internal::Access::state(opened).placed_bytes ==
+          64 * 1024 + 8 * 1024 + 128 * 1024 + 6000);
     for (std::size_t i = 0; i < opened.storages().size(); ++i) {
       const auto& device = *opened.storages()[i];
       const auto expected = cpu.storages()[i]->bytes();
@@ -301,7 +305,8 @@ TEST_SUITE("fixtures") {
       CAPTURE(file);
       const auto bytes = read_file(kFixtures / file);
       ProtectedCopy copy(bytes);
-      const pthload::LoadOptions chosen{.copy = true, .only = {"layers.0.bias", "layers.1.*"}};
+      const pthload::LoadOptions chosen{.copy_cpu_storages = true,
+                                        .only = {"layers.0.bias", "layers.1.*"}};
       // Expected values and the storages' places, before anything is protected.
       const auto expected = checksums_of(pthload::load(copy.bytes(), chosen));
       const auto whole = pthload::open(copy.bytes());
@@ -319,9 +324,9 @@ TEST_SUITE("fixtures") {
       // Copies (not views) so that every chosen byte is really read.
       const auto loaded = pthload::load(copy.bytes(), chosen);
       CHECK(checksums_of(loaded) == expected);
-      CHECK(loaded.state().placed_bytes == 8 * 1024 + 128 * 1024 + 6000);
+      CHECK(pthload::internal::Access::state(loaded).placed_bytes == 8 * 1024 + 128 * 1024 + 6000);
       // The control: a whole load does touch the protected pages, and dies of it.
-      CHECK(crashes([&] { (void)pthload::load(copy.bytes(), {.copy = true}); }));
+      CHECK(crashes([&] { (void)pthload::load(copy.bytes(), {.copy_cpu_storages = true}); }));
     }
   }
 
@@ -348,7 +353,7 @@ TEST_SUITE("fixtures") {
           static_cast<std::size_t>(dim < 0 ? dim + static_cast<int>(whole.dim()) : dim);
       CHECK(slice.sizes()[axis] == end - begin);
       // From a loaded checkpoint (the storage on the CPU, here a copy) the same.
-      const auto loaded = pthload::load(kFixtures / file, {.copy = true});
+      const auto loaded = pthload::load(kFixtures / file, {.copy_cpu_storages = true});
       CHECK(pthload::load_slice(loaded, name, dim, begin, end).content_checksum() ==
             slice.content_checksum());
       // Through the pipeline onto a (host-backend) GPU: the same bytes.
@@ -432,7 +437,9 @@ TEST_SUITE("fixtures") {
         CHECK(protected_bytes * 3 >= last - first);  // most of the tensor is unreadable
         CHECK(pthload::load_slice(opened, name, dim, begin, end).content_checksum() == expected);
         // The control: reading the whole tensor from the protected copy dies.
-        CHECK(crashes([&] { (void)pthload::load(copy.bytes(), {.copy = true, .only = {name}}); }));
+        CHECK(crashes([&] {
+          (void)pthload::load(copy.bytes(), {.copy_cpu_storages = true, .only = {name}});
+        }));
       }
     }
   }
@@ -474,7 +481,7 @@ TEST_SUITE("fixtures") {
     const auto whole = pthload::load(kFixtures / "model.safetensors");
     const auto part = pthload::load(folder, {.only = {"layers.0.*"}});
     CHECK(names_of(part) == std::vector<std::string>{"layers.0.bias", "layers.0.weight"});
-    CHECK(part.state().shards.size() == 1);
+    CHECK(pthload::internal::Access::state(part).shards.size() == 1);
     for (const auto& named : part.tensors())
       CHECK(named.tensor.content_checksum() == whole.tensor(named.name).content_checksum());
     CHECK(pthload::open(folder, {.exclude = {"embed.*", "layers.1.*"}}).tensors().size() == 2);
@@ -484,7 +491,8 @@ TEST_SUITE("fixtures") {
     CHECK(none.format() == pthload::Format::kSafetensors);
     const auto bin_index = fs::path(PTHLOAD_FIXTURES_DIR) / "shards" / "bin";
     CHECK(pthload::open(bin_index, {.only = {"nothing"}}).format() == pthload::Format::kZip);
-    CHECK(pthload::open(bin_index, {.only = {"lm_head.weight"}}).state().shards.size() == 1);
+    CHECK(pthload::internal::Access::state(pthload::open(bin_index, {.only = {"lm_head.weight"}}))
+              .shards.size() == 1);
     CHECK(pthload::open(folder, {.rename_prefix = {{"layers.", "model.layers."}},
                                  .only = {"model.layers.0.bias"}})
               .tensors()
@@ -494,7 +502,8 @@ TEST_SUITE("fixtures") {
     CHECK(error_code_of([&] { (void)pthload::open(folder, {.select = "model"}); }) ==
           Errc::kSelectNotFound);
     // All of it, from the fixture itself: every shard opened.
-    CHECK(pthload::open(kFixtures / "sharded").state().shards.size() == 3);
+    CHECK(pthload::internal::Access::state(pthload::open(kFixtures / "sharded")).shards.size() ==
+          3);
     fs::remove_all(folder);
   }
 }

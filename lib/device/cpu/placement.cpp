@@ -38,14 +38,14 @@ common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
 
 // The file a storage's bytes are in: the checkpoint's, or a nested legacy stream's.
 const std::shared_ptr<const common::MappedFile>& source_file(
-    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+    const internal::CheckpointState& checkpoint, const internal::StorageState& storage) {
   if (storage.file_range && storage.file_range->file) return storage.file_range->file;
   return checkpoint.file;
 }
 
 // The record's bytes trimmed to the storage, either still in the file (a view) or owned.
 std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
-    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+    const internal::CheckpointState& checkpoint, const internal::StorageState& storage) {
   if (storage.record == nullptr) {
     // A legacy storage: its range was checked against its file when the stream was parsed.
     const auto offset = storage.file_range ? storage.file_range->offset : 0;
@@ -60,7 +60,7 @@ std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
 
 }  // namespace
 
-std::size_t view_alignment(const detail::StorageState& storage) noexcept {
+std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   // Enough for every element type up to complex128; an untyped (uint8) storage may hold any
   // dtype (_rebuild_tensor_v3), so it gets the largest.
   constexpr std::size_t kMaxAlignment = 16;
@@ -68,7 +68,7 @@ std::size_t view_alignment(const detail::StorageState& storage) noexcept {
   return std::min(element_size(storage.dtype), kMaxAlignment);
 }
 
-void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
+void place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
                   bool copy) {
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
@@ -76,7 +76,7 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
     const bool aligned =
         reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
     if (!copy && !swap && aligned) {
-      storage.placement = detail::FileView{source_file(checkpoint, storage)};
+      storage.placement = internal::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *view;
       storage.device = Device::cpu();
       return;
@@ -91,8 +91,8 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
   storage.device = Device::cpu();
 }
 
-std::span<const std::byte> stored_bytes(const detail::CheckpointState& checkpoint,
-                                        const detail::StorageState& storage,
+std::span<const std::byte> stored_bytes(const internal::CheckpointState& checkpoint,
+                                        const internal::StorageState& storage,
                                         common::AlignedBuffer& scratch) {
   auto bytes = read_record(checkpoint, storage);
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) return *view;
