@@ -46,8 +46,15 @@ struct StorageInfo {
   std::uint64_t nbytes;       ///< bytes in the storage
 };
 
+/// What a map_location returns to leave a storage out of a load (pthload's addition to
+/// torch's map_location): the storage is not read or placed, and it and every tensor viewing it
+/// are left out of Checkpoint::storages() and tensors(). A sentinel, not a device: it is only
+/// meaningful as map_location's answer.
+inline constexpr Device kSkipStorage{Device::Type::kMeta, -2};
+
 /// Picks the device of each storage, as torch.load's map_location does. Called once per
-/// storage (not per tensor). Returning nullopt restores the storage where its tag says.
+/// storage (not per tensor). Returning nullopt restores the storage where its tag says;
+/// returning kSkipStorage leaves it (and its tensors) out.
 using MapLocation =
     std::function<std::optional<Device>(const StorageInfo& storage, std::string_view location)>;
 

@@ -137,6 +137,12 @@ enum class Errc : int {
   kCapiInternal = 902,
   kCapiCallbackFailed = 903,
   kDlpackUnsupportedTensor = 904,
+
+  // 10xx: choosing what to load (LoadOptions' select, rename_prefix, only/exclude; slices).
+  kSelectNotFound = 1000,
+  kSelectNameCollision = 1001,
+  kSliceBadRange = 1002,
+  kSliceUnsupported = 1003,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

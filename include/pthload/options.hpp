@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "pthload/device.hpp"
 #include "pthload/limits.hpp"
@@ -74,6 +78,28 @@ struct LoadOptions {
   std::optional<Dtype> floating_dtype{};
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};
+
+  // Which tensors to load, and under which names (README "Partial loading"). open() applies
+  // them in this order: select, then rename_prefix, then only/exclude/filter on the new names.
+  // Tensors left out are not in Checkpoint::tensors(); storages no remaining tensor views are
+  // not in storages() and are never read or placed (a storage shared by a kept and a left-out
+  // tensor is kept, once). A sharded checkpoint's shard is opened only when one of its tensors
+  // is kept. A map_location may also answer kSkipStorage (device.hpp).
+  /// The sub-tree that is the state dict ("state_dict" in a Lightning .ckpt, "model", "ema"):
+  /// only tensors named `select.<rest>` are kept, named `<rest>`. Empty: the whole tree. Throws
+  /// FormatError(kSelectNotFound) when no tensor is under it.
+  std::string select{};
+  /// Prefix renames ({"module.", ""} for what DataParallel leaves): a name starting with a
+  /// pair's first gets it replaced by the pair's second (the first pair that matches; names
+  /// that match none stay). Two tensors renamed to one name throw
+  /// FormatError(kSelectNameCollision).
+  std::vector<std::pair<std::string, std::string>> rename_prefix{};
+  /// Globs over the names (`*` any run of characters, dots included; `?` one; `[a-z]`, `[!0-9]`
+  /// one of a set; a name without those matches only itself): a tensor is kept when it matches
+  /// one of `only` (or `only` is empty), none of `exclude`, and `filter` (when set) says true.
+  std::vector<std::string> only{};
+  std::vector<std::string> exclude{};
+  std::function<bool(std::string_view name)> filter{};
 };
 
 }  // namespace pthload

@@ -9,4 +9,5 @@
 #include "pthload/limits.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/slice.hpp"
 #include "pthload/tensor.hpp"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "device/backend.hpp"
 #include "device/convert.hpp"
@@ -13,6 +14,7 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
+#include "torch/select.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -57,6 +59,7 @@ Resolved resolve_device(const internal::StorageState& storage, const LoadOptions
 // a callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
 // bytes.
 void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOptions& options) {
+  std::unordered_set<const Tensor*> skipped;
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
   for (auto& named : checkpoint.tensors) {
     Tensor& tensor = named.tensor;
@@ -72,10 +75,16 @@ void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOp
                          wrapper->location);
     };
     const Device device = choose_device(info, options, subject).device;
+    if (device == kSkipStorage) {
+      skipped.insert(&tensor);
+      continue;
+    }
     auto placed = std::make_shared<WrapperSubclass>(*wrapper);
     placed->device = device;
     internal::Access::set_wrapper_subclass(tensor, std::move(placed), tensor.storage_offset());
   }
+  std::erase_if(checkpoint.tensors,
+                [&](const NamedTensor& named) { return skipped.contains(&named.tensor); });
 }
 
 // Tells the device layer's errors which storage and record they are about.
@@ -105,9 +114,14 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     plan.reserve(state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
+    std::unordered_set<const Storage*> skipped;  // map_location answered kSkipStorage
     for (const auto& storage : state.storages) {
       auto& storage_state = internal::Access::state(*storage);
       auto [device, from_map_location] = resolve_device(storage_state, options);
+      if (device == kSkipStorage) {
+        skipped.insert(storage.get());
+        continue;
+      }
       if (device.type == Device::Type::kCuda && cuda_devices < 0) {
         cuda_devices = backend ? backend->device_count() : 0;
       }
@@ -120,6 +134,9 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       plan.emplace_back(&storage_state, device);
     }
     resolve_wrapper_devices(state, options);
+    // The plan holds only kept storages: dropping the skipped ones (and their tensors) frees
+    // nothing the plan points at.
+    torch::drop_storages(state, skipped);
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const auto& a, const auto& b) {
@@ -141,6 +158,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
           case Device::Type::kCpu:
             place_on_cpu(state, *storage_state, options.copy_cpu_storages);
             progress.add(storage_state->nbytes);
+            state.placed_bytes += storage_state->nbytes;
             return;
           case Device::Type::kMeta:
             // torch makes an empty storage of the same size on meta: no byte is read.
@@ -161,6 +179,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
                             .swap_unit = storage_state->swap_unit,
                             .alignment = view_alignment(*storage_state)});
             job_storages.push_back(storage_state);
+            state.placed_bytes += storage_state->nbytes;
             return;
           }
         }

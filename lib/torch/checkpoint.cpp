@@ -17,6 +17,7 @@
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
 #include "torch/other_formats.hpp"
+#include "torch/select.hpp"
 #include "torch/shards.hpp"
 #include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
@@ -241,6 +242,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
   // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
+  // (It applies options' select, renames and filters itself, shard by shard.)
   if (const auto index = torch::shard_index_of(path)) return torch::open_sharded(*index, options);
   std::shared_ptr<const common::MappedFile> file;
   try {
@@ -249,13 +251,17 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     if (e.context().path.empty()) e.context().path = path.string();
     throw;
   }
-  return torch::open_mapped(std::move(file), path.string(), options);
+  auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
+  torch::choose_tensors(internal::Access::state(checkpoint), options);
+  return checkpoint;
 }
 
 Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
-  return torch::open_mapped(
+  auto checkpoint = torch::open_mapped(
       std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
       options);
+  torch::choose_tensors(internal::Access::state(checkpoint), options);
+  return checkpoint;
 }
 
 }  // namespace pthload

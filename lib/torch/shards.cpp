@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <system_error>
 
 #include "common/mapped_file.hpp"
@@ -13,6 +14,7 @@
 #include "safetensors/index.hpp"
 #include "torch/access.hpp"
 #include "torch/open.hpp"
+#include "torch/select.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::torch {
@@ -105,8 +107,25 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
       shard_of.emplace(name, shard);
     std::map<std::string_view, std::size_t> found_in_shard;
 
+    // A shard is opened only when options keep one of the tensors the index puts in it (lazy
+    // shards: a rank that wants a few tensors maps and parses only their shards).
+    std::set<std::string_view> wanted_shards;
+    bool selected_any = false;
+    for (const auto& [name, shard] : index.weight_map) {
+      const auto kept_name = renamed(options, name);
+      selected_any = selected_any || kept_name.has_value();
+      if (kept_name && chosen(options, *kept_name)) wanted_shards.insert(shard);
+    }
+    if (!options.select.empty() && !selected_any) {
+      throw FormatError(Errc::kSelectNotFound,
+                        fmt::format("select '{}' names no tensor of the index: none is named "
+                                    "'{}.<name>'",
+                                    options.select, options.select));
+    }
+
     std::optional<Format> format;
     for (const auto& shard : index.shards) {
+      if (!wanted_shards.contains(shard)) continue;
       const fs::path shard_path = index_path.parent_path() / shard;
       try {
         auto file =
@@ -154,7 +173,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
       }
     }
     for (const auto& [name, shard] : index.weight_map) {
-      if (!found_in_shard.contains(name)) {
+      if (wanted_shards.contains(shard) && !found_in_shard.contains(name)) {
         throw FormatError(Errc::kShardTensorMissing,
                           fmt::format("the index puts tensor '{}' in '{}', which has no tensor of "
                                       "that name",
@@ -162,7 +181,11 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
                           {.path = (index_path.parent_path() / shard).string()});
       }
     }
-    state->format = format.value_or(Format::kSafetensors);
+    // With every shard left out, the index's name is all there is to say the format by.
+    const bool torch_index =
+        index_path.filename().string().ends_with(".bin" + std::string(kIndexSuffix));
+    state->format = format.value_or(torch_index ? Format::kZip : Format::kSafetensors);
+    choose_tensors(*state, options, /*check_select=*/false);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state->path;
     throw;

@@ -18,15 +18,18 @@ namespace pthload::torch {
 [[nodiscard]] std::optional<std::filesystem::path> shard_index_of(
     const std::filesystem::path& path);
 
-/// Opens the shards that the index at `index_path` lists (files beside it) as one Checkpoint:
+/// Opens the shards that the index at `index_path` lists (files beside it) as one Checkpoint,
+/// only those that hold a tensor options' select/rename_prefix/only/exclude/filter keep (the
+/// others are never opened, and need not exist), and applies those options to their tensors:
 /// every shard's tensors, in shard order (the shards sorted by name), then in each shard's own
 /// order; each storage's bytes a range of its shard's mapped file, so load() places them as it
 /// places any storage. Each shard is mapped and only its header (safetensors) or pickle
 /// (torch.save) is read. Every weight_map entry must be a tensor of its shard, and every tensor
 /// of a shard listed for it; all shards must have one format (Checkpoint::format() gives it).
 /// Checkpoint::metadata() gives the index's "metadata" (total_size). Throws FormatError
-/// (kShard* codes, with the shard's path), UnsupportedError (kShardRecordCompressed: a zip shard
-/// with a deflated storage record), and whatever opening a shard throws.
+/// (kShard* codes, with the shard's path; kSelectNotFound when no name of the weight_map is
+/// under options.select; kSelectNameCollision), UnsupportedError (kShardRecordCompressed: a zip
+/// shard with a deflated storage record), and whatever opening a shard throws.
 [[nodiscard]] Checkpoint open_sharded(const std::filesystem::path& index_path,
                                       const LoadOptions& options);
 

@@ -114,6 +114,9 @@ struct CheckpointState {
   /// Storages a listed tensor is made from without viewing them: a nested tensor's buffer (it
   /// may have no component) and its sizes, strides and offsets tensors.
   std::vector<const Storage*> metadata_storages;
+  /// Bytes of storage placement has taken from the file (a view counts its storage's bytes: it
+  /// is what the caller may read); partial loads are tested by it (README "Partial loading").
+  std::uint64_t placed_bytes = 0;
 };
 
 }  // namespace pthload::internal

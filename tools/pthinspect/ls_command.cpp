@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <pthload/pthload.hpp>
 
+#include "choose.hpp"
 #include "commands.hpp"
 #include "output.hpp"
 
@@ -20,6 +21,7 @@ struct LsArgs {
   std::string path;
   bool json = false;
   bool checksum = false;
+  ChooseArgs choose;
 };
 
 // The saved tag: a storage's, a wrapper subclass's device, "meta" for a meta tensor.
@@ -105,9 +107,11 @@ void warn_unused_storages(const pthload::Checkpoint& checkpoint, const std::stri
 int run_ls(const LsArgs& args) {
   // Checksums need the bytes: a zero-copy CPU load maps them, whatever the tags say; a plain
   // listing reads only the structure.
+  pthload::LoadOptions options;
+  apply_choose_options(args.choose, options);
+  if (args.checksum) options.map_location = pthload::map_to("cpu");
   const pthload::Checkpoint checkpoint =
-      args.checksum ? pthload::load(args.path, {.map_location = pthload::map_to("cpu")})
-                    : pthload::open(args.path);
+      args.checksum ? pthload::load(args.path, options) : pthload::open(args.path, options);
   if (args.json) {
     auto tensors = nlohmann::json::array();
     for (const auto& named : checkpoint.tensors())
@@ -168,6 +172,7 @@ Command add_ls_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON (the schema in DESIGN.md)");
   cmd->add_flag("--checksum", args->checksum,
                 "add each tensor's XXH3-64 over its elements (reads the data)");
+  add_choose_options(*cmd, args->choose);
   return {cmd, [args] { return run_ls(*args); }};
 }
 

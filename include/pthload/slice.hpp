@@ -1,0 +1,33 @@
+// A slice of one tensor, read and placed without the rest of it: what a tensor-parallel rank
+// loads (safetensors' get_slice, as vLLM and TGI use it).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/device.hpp"
+#include "pthload/export.hpp"
+#include "pthload/options.hpp"
+#include "pthload/tensor.hpp"
+
+namespace pthload {
+
+/// The elements [begin, end) along dimension `dim` of the tensor `name` of `checkpoint`, as a
+/// new contiguous tensor on `device` that owns its storage — torch's
+/// `t.narrow(dim, begin, end - begin).contiguous().to(device)`. `dim` is the first (0) or the last
+/// (-1, or dim() - 1) dimension. Only the slice's bytes are read from the file: one contiguous
+/// run for the first dimension, one run per row gathered into a contiguous result for the last.
+/// `checkpoint` may be opened (nothing placed; the usual case) or loaded with the tensor's
+/// storage on the CPU. CUDA devices are placed through the same pipeline as load() (`cuda`).
+/// The tensor must be dense, contiguous and not quantized, and 0 <= begin <= end <=
+/// sizes()[dim]. Throws FormatError(kTorchNameNotFound) for an unknown name,
+/// UnsupportedError(kSliceBadRange) for another dim or a range outside the tensor,
+/// UnsupportedError(kSliceUnsupported) for a tensor it cannot slice (or one whose storage was
+/// placed on a GPU), and DeviceError as load().
+[[nodiscard]] PTHLOAD_API Tensor load_slice(const Checkpoint& checkpoint, std::string_view name,
+                                            int dim, std::int64_t begin, std::int64_t end,
+                                            Device device = Device::cpu(),
+                                            const CudaOptions& cuda = {});
+
+}  // namespace pthload

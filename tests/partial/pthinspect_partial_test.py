@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""pthinspect ls/load with --only, --exclude, --select and --rename-prefix on the partial
+fixtures (tests/fixtures/make_partial_fixtures.py): the tensors listed, their checksums against
+the whole file's, a sharded folder missing the shards nothing chosen is in, and usage errors."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PTHINSPECT, FIXTURES = sys.argv[1], os.path.join(sys.argv[2], "partial")
+failures = []
+checks = 0
+
+
+def run(*args):
+    return subprocess.run([PTHINSPECT, *args], capture_output=True, timeout=120, text=True)
+
+
+def check(condition, what):
+    global checks
+    checks += 1
+    if not condition:
+        failures.append(what)
+
+
+def listing(*args):
+    result = run("ls", "--json", "--checksum", *args)
+    check(result.returncode == 0, f"ls {args}: exit {result.returncode}: {result.stderr}")
+    if result.returncode != 0:
+        return {}
+    return {t["name"]: t["xxh3"] for t in json.loads(result.stdout)["tensors"]}
+
+
+model = os.path.join(FIXTURES, "model.pt")
+whole = listing(model)
+check(len(whole) == 7, f"model.pt lists {len(whole)} tensors")
+part = listing("--only", "layers.*", "--only", "embed.weight", "--exclude", "*.bias", model)
+check(sorted(part) == ["embed.weight", "layers.0.upper", "layers.0.weight", "layers.1.scale",
+                       "layers.1.weight"], f"--only/--exclude listed {sorted(part)}")
+check(all(whole[n] == h for n, h in part.items()), "partial checksums differ from the whole's")
+
+result = run("load", "--only", "head.weight", model)
+check(result.returncode == 0 and "loaded 1 tensors in 1 storages" in result.stdout,
+      f"load --only head.weight: {result.stdout} {result.stderr}")
+
+ckpt = os.path.join(FIXTURES, "lightning.ckpt")
+renamed = listing("--select", "state_dict", "--rename-prefix", "module.=", ckpt)
+check(sorted(renamed) == ["decoder.weight", "encoder.bias", "encoder.weight"],
+      f"--select/--rename-prefix listed {sorted(renamed)}")
+with open(os.path.join(FIXTURES, "MANIFEST.txt")) as f:
+    for line in f:
+        kind, *fields = line.rstrip("\n").split("\t")
+        if kind == "tensor":
+            check(renamed.get(fields[1]) == fields[2], f"{fields[1]}: checksum")
+result = run("load", "--select", "state_dict", "--rename-prefix", "module.=x.", ckpt)
+check(result.returncode == 0 and "loaded 3 tensors in 3 storages" in result.stdout,
+      f"load --select: {result.stdout} {result.stderr}")
+result = run("ls", "--select", "nothing", ckpt)
+check(result.returncode == 1 and "select 'nothing'" in result.stderr,
+      f"--select nothing: exit {result.returncode}: {result.stderr}")
+result = run("ls", "--rename-prefix", "module.", ckpt)
+check(result.returncode == 2 and "FROM=TO" in result.stderr,
+      f"--rename-prefix without '=': exit {result.returncode}: {result.stderr}")
+
+with tempfile.TemporaryDirectory() as folder:
+    shards = os.path.join(folder, "model")
+    shutil.copytree(os.path.join(FIXTURES, "sharded"), shards)
+    os.remove(os.path.join(shards, "model-00001-of-00003.safetensors"))
+    part = listing("--only", "layers.1.*", shards)
+    check(sorted(part) == ["layers.1.scale", "layers.1.weight"],
+          f"sharded --only listed {sorted(part)}")
+    check(all(whole[n] == h for n, h in part.items()), "sharded checksums differ")
+    result = run("ls", shards)
+    check(result.returncode == 1 and "model-00001-of-00003.safetensors" in result.stderr,
+          f"sharded without a shard: exit {result.returncode}: {result.stderr}")
+
+print(f"{checks} checks, {len(failures)} failures")
+for failure in failures:
+    print("FAIL:", failure)
+sys.exit(1 if failures else 0)
