@@ -15,6 +15,7 @@
 #include <pthload/pthload.hpp>
 
 #include "commands.hpp"
+#include "io_option.hpp"
 #include "output.hpp"
 
 namespace pthinspect {
@@ -24,6 +25,7 @@ struct LoadArgs {
   std::string path;
   std::string map_location;
   bool copy = false;
+  std::string io = "map";
 };
 
 // "cpu" or "cuda:0": every storage there; "cuda:1=cuda:0,cuda:2=cpu": tags renamed.
@@ -72,6 +74,7 @@ bool names_map_location(pthload::Errc code) {
 
 int run_load(const LoadArgs& args) {
   pthload::LoadOptions options{.copy = args.copy};
+  options.io = io_strategy(args.io);
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();
   const auto start = std::chrono::steady_clock::now();
@@ -116,6 +119,7 @@ Command add_load_command(CLI::App& app) {
                   "cpu | cuda:N | meta | auto (the first GPU, else the CPU), or tag renames "
                   "TAG=DEVICE[,TAG=DEVICE...]");
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
+  add_io_option(*cmd, args->io);
   return {cmd, [args] { return run_load(*args); }};
 }
 

@@ -11,6 +11,7 @@
 #include <pthload/pthload.hpp>
 
 #include "commands.hpp"
+#include "io_option.hpp"
 #include "output.hpp"
 
 namespace pthinspect {
@@ -20,6 +21,7 @@ struct LsArgs {
   std::string path;
   bool json = false;
   bool checksum = false;
+  std::string io = "map";
 };
 
 // The saved tag: a storage's, a wrapper subclass's device, "meta" for a meta tensor.
@@ -105,9 +107,10 @@ void warn_unused_storages(const pthload::Checkpoint& checkpoint, const std::stri
 int run_ls(const LsArgs& args) {
   // Checksums need the bytes: a zero-copy CPU load maps them, whatever the tags say; a plain
   // listing reads only the structure.
+  pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
+  options.io = io_strategy(args.io);
   const pthload::Checkpoint checkpoint =
-      args.checksum ? pthload::load(args.path, {.map_location = pthload::map_to("cpu")})
-                    : pthload::open(args.path);
+      args.checksum ? pthload::load(args.path, options) : pthload::open(args.path, options);
   if (args.json) {
     auto tensors = nlohmann::json::array();
     for (const auto& named : checkpoint.tensors())
@@ -168,6 +171,7 @@ Command add_ls_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON (the schema in DESIGN.md)");
   cmd->add_flag("--checksum", args->checksum,
                 "add each tensor's XXH3-64 over its elements (reads the data)");
+  add_io_option(*cmd, args->io);
   return {cmd, [args] { return run_ls(*args); }};
 }
 
