@@ -1,30 +1,23 @@
-// Fuzz target for the pickle machine. Property: any input yields a value tree (which then
-// prints) or a pthload::Error, within small limits, without crashing, leaking or hanging.
+// Fuzz target for the pickle machine. Properties: any input yields a value tree (which then
+// prints) or a pthload::Error, within small limits, without crashing, leaking or hanging; and
+// whenever the machine accepts a pickle, the opcode census — a second, linear decoder that builds
+// nothing (pickletools.genops' way) — reads the same opcodes to the same STOP, so the two
+// decoders cannot drift apart on any opcode's argument layout.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 
+#include "pickle/census.hpp"
 #include "pickle/codecs.hpp"
 #include "pickle/machine.hpp"
 #include "pickle/print.hpp"
+#include "pickle_limits.hpp"
 #include "pthload/error.hpp"
-
-namespace {
-
-pthload::Limits fuzz_limits() {
-  pthload::Limits limits;
-  limits.max_pickle_stack = 10'000;
-  limits.max_pickle_memo = 10'000;
-  limits.max_pickle_nesting = 200;
-  limits.max_pickle_values = 100'000;
-  return limits;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pthload::pickle;
-  static Machine machine(fuzz_limits());
+  static Machine machine(pthload::fuzz::pickle_fuzz_limits(200));
   const auto bytes = std::as_bytes(std::span{data, size});
   // The first byte picks run options, so stacked pickles and persistent callbacks get fuzzed.
   RunOptions options;
@@ -38,6 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     const Result result = machine.run(bytes, options);
+    const OpcodeCensus census = opcode_census(bytes);
+    if (!census.complete || census.end_offset != result.end_offset) std::abort();
     PrintOptions print_options;
     print_options.max_depth = 50;
     print_options.max_items = 50;

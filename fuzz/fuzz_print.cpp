@@ -11,18 +11,10 @@
 
 #include "pickle/machine.hpp"
 #include "pickle/print.hpp"
+#include "pickle_limits.hpp"
 #include "pthload/error.hpp"
 
 namespace {
-
-pthload::Limits fuzz_limits() {
-  pthload::Limits limits;
-  limits.max_pickle_stack = 10'000;
-  limits.max_pickle_memo = 10'000;
-  limits.max_pickle_nesting = 500;
-  limits.max_pickle_values = 100'000;
-  return limits;
-}
 
 constexpr std::size_t kOptionBytes = 4;
 
@@ -47,7 +39,7 @@ pthload::pickle::PrintOptions options_from(std::span<const std::uint8_t, kOption
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pthload::pickle;
   if (size < kOptionBytes) return 0;
-  static Machine machine(fuzz_limits());
+  static Machine machine(pthload::fuzz::pickle_fuzz_limits(500));
   const auto print_options =
       options_from(std::span<const std::uint8_t, kOptionBytes>(data, kOptionBytes));
   const auto pickle = std::as_bytes(std::span{data + kOptionBytes, size - kOptionBytes});

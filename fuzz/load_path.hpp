@@ -17,6 +17,7 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/open.hpp"
 #include "torch/state.hpp"
@@ -27,7 +28,7 @@ namespace pthload::fuzz {
 inline LoadOptions fuzz_options(bool copy) {
   LoadOptions options;
   options.map_location = map_to(Device::cpu());
-  options.copy = copy;
+  options.copy_cpu_storages = copy;
   options.limits.max_zip_entries = 10'000;
   options.limits.max_inflated_record_bytes = 64 << 20;
   options.limits.max_pickle_stack = 100'000;
@@ -40,8 +41,9 @@ inline LoadOptions fuzz_options(bool copy) {
 /// The storages the listed tensors use: their own, a quantized tensor's parameters', the parts
 /// of sparse and nested tensors', and a nested tensor's metadata.
 inline std::unordered_set<const Storage*> used_storages(const Checkpoint& checkpoint) {
-  std::unordered_set<const Storage*> used(checkpoint.state().metadata_storages.begin(),
-                                          checkpoint.state().metadata_storages.end());
+  std::unordered_set<const Storage*> used(
+      internal::Access::state(checkpoint).metadata_storages.begin(),
+      internal::Access::state(checkpoint).metadata_storages.end());
   std::vector<const Tensor*> pending;
   for (const auto& named : checkpoint.tensors())
     pending.push_back(&named.tensor);
@@ -53,7 +55,7 @@ inline std::unordered_set<const Storage*> used_storages(const Checkpoint& checkp
       if (q->scales) pending.push_back(&*q->scales);
       if (q->zero_points) pending.push_back(&*q->zero_points);
     }
-    for (const auto& part : t.sparse_parts())
+    for (const auto& part : t.parts())
       pending.push_back(&part);
   }
   return used;
@@ -75,7 +77,7 @@ inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
   std::unordered_set<std::string> used_records;
   std::unordered_set<std::string> used_keys;
   for (const auto& storage : checkpoint.storages()) {
-    const auto& state = storage->state();
+    const auto& state = internal::Access::state(*storage);
     const bool is_used = used.contains(storage.get());
     const bool is_reported = state.record != nullptr ? unused_records.contains(state.record->name)
                                                      : unused_keys.contains(state.key);
@@ -84,7 +86,7 @@ inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
       (state.record != nullptr ? used_records : used_keys)
           .insert(state.record != nullptr ? state.record->name : state.key);
   }
-  const auto& state = checkpoint.state();
+  const auto& state = internal::Access::state(checkpoint);
   if (state.pickle.root == nullptr) return;
   const std::string data_prefix = state.top_folder + "/data/";
   std::unordered_set<const pickle::Value*> seen;

@@ -16,9 +16,12 @@
 
 namespace pthload {
 
-namespace detail {
+namespace internal {
+// The library's own: what a Checkpoint holds, and the one class its layers reach it through
+// (defined in lib/, never by users).
 struct CheckpointState;
-}
+struct Access;
+}  // namespace internal
 
 /// Which container the checkpoint came in.
 enum class Format : std::uint8_t {
@@ -50,7 +53,6 @@ struct UnusedStorage {
 /// storage, so they may outlive the Checkpoint. Move-only.
 class PTHLOAD_API Checkpoint {
  public:
-  explicit Checkpoint(std::unique_ptr<detail::CheckpointState> state) noexcept;
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
   ~Checkpoint();
@@ -82,12 +84,11 @@ class PTHLOAD_API Checkpoint {
   /// meta) every storage is where it was. Tensors see the move: they share their storages.
   void to(Device device, const CudaOptions& options = {});
 
-  /// For the library's own layers.
-  [[nodiscard]] detail::CheckpointState& state() noexcept { return *state_; }
-  [[nodiscard]] const detail::CheckpointState& state() const noexcept { return *state_; }
-
  private:
-  std::unique_ptr<detail::CheckpointState> state_;
+  friend struct internal::Access;
+  explicit Checkpoint(std::unique_ptr<internal::CheckpointState> state) noexcept;
+
+  std::unique_ptr<internal::CheckpointState> state_;
 };
 
 /// Reads the checkpoint's structure — its tensors' names, dtypes, geometry and storages —
@@ -104,14 +105,15 @@ class PTHLOAD_API Checkpoint {
 
 /// Reads the checkpoint and places every storage where options.map_location (or, without one,
 /// its location tag) says: on the CPU as zero-copy views of the mapped file (or owned copies
-/// with options.copy), on CUDA as device memory. Throws as open(), and DeviceError when a
-/// storage's device is unavailable (the message names the storage, the tag and map_location).
+/// with options.copy_cpu_storages), on CUDA as device memory. Throws as open(), and DeviceError
+/// when a storage's device is unavailable (the message names the storage, the tag and
+/// map_location).
 [[nodiscard]] PTHLOAD_API Checkpoint load(const std::filesystem::path& path,
                                           const LoadOptions& options = {});
 
 /// load() over a checkpoint in memory that the caller owns (as open(bytes)): CPU storages are
-/// zero-copy views of `bytes` unless options.copy, so the bytes must outlive every tensor that
-/// views them. Throws as load().
+/// zero-copy views of `bytes` unless options.copy_cpu_storages, so the bytes must outlive every
+/// tensor that views them. Throws as load().
 [[nodiscard]] PTHLOAD_API Checkpoint load(std::span<const std::byte> bytes,
                                           const LoadOptions& options = {});
 

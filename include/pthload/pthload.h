@@ -6,8 +6,8 @@
  *   codes of the C++ errors, unchanged (1xx input/output, 2xx zip, 3xx pickle, 4xx torch,
  *   5xx device, 6xx legacy streams, 9xx this API). pthload_last_error() then describes the
  *   failure. Each such function resets the calling thread's last error to code 0 on success.
- * - Handles (pthload_checkpoint) are owned by the caller and released with their _free
- *   function. Pointers to tensors and strings a checkpoint hands out are borrowed: valid until
+ * - Handles (pthload_checkpoint, pthload_records) are owned by the caller and released with their
+ * _free function. Pointers to tensors and strings a checkpoint hands out are borrowed: valid until
  *   the checkpoint is freed, never to be freed by the caller.
  * - Accessors taking a `const pthload_tensor*` never fail and never touch the last error, except
  *   where they say so. Passing NULL where a handle is expected is a PTHLOAD_ERROR_INVALID_ARGUMENT
@@ -137,8 +137,8 @@ typedef struct pthload_options {
   /** Passed to map_location unchanged. */
   void* map_location_user_data;
   /** Nonzero: CPU storages become owned 64-byte aligned copies instead of read-only views of
-   *  the mapped file (pthload::LoadOptions::copy). */
-  int copy;
+   *  the mapped file (pthload::LoadOptions::copy_cpu_storages). */
+  int copy_cpu_storages;
   /** Nonzero: check each zip record's CRC-32 (pthload::LoadOptions::verify_crc). */
   int verify_crc;
   /** pthload::Limits, with the same defaults; see options.hpp for what each guards against. */
@@ -191,8 +191,8 @@ PTHLOAD_API int pthload_open_bytes(const void* data, size_t size, const pthload_
                                    pthload_checkpoint** out);
 
 /** pthload_load over bytes the caller owns: CPU storages are views of those bytes (unless
- *  options->copy), so the bytes must outlive the checkpoint and every DLPack tensor made from
- *  it. */
+ *  options->copy_cpu_storages), so the bytes must outlive the checkpoint and every DLPack
+ *  tensor made from it. */
 PTHLOAD_API int pthload_load_bytes(const void* data, size_t size, const pthload_options* options,
                                    pthload_checkpoint** out);
 
@@ -266,6 +266,59 @@ struct DLManagedTensor;
  *  sparse, nested, meta, float8) or that are not placed. */
 PTHLOAD_API int pthload_tensor_to_dlpack(const pthload_tensor* tensor,
                                          struct DLManagedTensor** out);
+
+/** The records of a zip checkpoint (torch.save since 1.6, torch.jit.save), opened once: the file
+ *  is mapped and its central directory parsed by pthload_records_open, then any number of
+ *  lookups and reads cost only their own work (pthload::RecordReader). Free it with
+ *  pthload_records_free. Opaque. */
+typedef struct pthload_records pthload_records;
+
+/** One record as the central directory describes it (pthload::RecordInfo). */
+typedef struct pthload_record_info {
+  const char* name;         /**< full name ("archive/data/0"), NUL-terminated; borrowed from the
+                                 pthload_records, valid until it is freed */
+  uint64_t payload_offset;  /**< where the record's bytes start in the file */
+  uint64_t size;            /**< uncompressed size in bytes */
+  uint64_t compressed_size; /**< bytes in the file (== size when stored) */
+  uint32_t crc32;           /**< the CRC-32 the central directory declares */
+  int is_compressed;        /**< nonzero when deflated rather than stored */
+} pthload_record_info;
+
+/** Maps the zip checkpoint at `path` and parses its central directory; reads no record. Of
+ *  `options` (NULL: the defaults) only the zip limits and verify_crc count: with verify_crc,
+ *  every pthload_records_read checks its record's CRC-32. On success `*out` is a new handle to
+ *  free with pthload_records_free; on failure NULL. */
+PTHLOAD_API int pthload_records_open(const char* path, const pthload_options* options,
+                                     pthload_records** out);
+
+/** pthload_records_open over `size` bytes at `data` that the caller owns: they are not copied,
+ *  so they must stay alive and unchanged until the handle is freed. */
+PTHLOAD_API int pthload_records_open_bytes(const void* data, size_t size,
+                                           const pthload_options* options, pthload_records** out);
+
+/** Releases the handle and its mapping. NULL is ignored. */
+PTHLOAD_API void pthload_records_free(pthload_records* records);
+
+/** How many records the archive holds. */
+PTHLOAD_API size_t pthload_records_count(const pthload_records* records);
+
+/** Sets `*out` to the record at `index` (central-directory order); its name is borrowed from
+ *  the handle. Fails with PTHLOAD_ERROR_INVALID_ARGUMENT past the end or for a NULL pointer. */
+PTHLOAD_API int pthload_records_info(const pthload_records* records, size_t index,
+                                     pthload_record_info* out);
+
+/** Sets `*index` to the position of the record named exactly `name` (NUL-terminated). Fails
+ *  with ZipRecordNotFound (220) when there is none. */
+PTHLOAD_API int pthload_records_find(const pthload_records* records, const char* name,
+                                     size_t* index);
+
+/** Copies the uncompressed bytes of the record at `index` (inflating a deflated one) into
+ *  `buffer`, which holds `size` bytes: at least the record's size (pthload_record_info.size).
+ *  Fails with PTHLOAD_ERROR_INVALID_ARGUMENT past the end or when the buffer is too small; with
+ *  ZipCrcMismatch when opened with verify_crc and the bytes do not match; with the zip errors
+ *  (encrypted, unknown method, inflate) for a record it cannot read. */
+PTHLOAD_API int pthload_records_read(const pthload_records* records, size_t index, void* buffer,
+                                     size_t size);
 
 /** torch's name of the dtype ("float32", "bfloat16"); "unknown" for a value outside the enum.
  *  Static. */

@@ -23,6 +23,7 @@
 #include "pthload/dtype.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
+#include "pthload/limits.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
 #include "pthload/tensor.hpp"

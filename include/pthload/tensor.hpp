@@ -16,12 +16,15 @@
 
 namespace pthload {
 
-namespace detail {
+namespace internal {
+// The library's own: what a Storage holds, and the one class its layers reach private members
+// through (defined in lib/, never by users).
 struct StorageState;
-}
+struct Access;
+}  // namespace internal
 
 /// How a tensor's elements are laid out: dense (strided), one of torch's sparse layouts, whose
-/// data lives in part tensors (Tensor::sparse_parts()), or nested (torch.nested.nested_tensor,
+/// data lives in part tensors (Tensor::parts()), or nested (torch.nested.nested_tensor,
 /// _rebuild_nested_tensor), whose parts are its components.
 enum class Layout : std::uint8_t {
   kStrided,
@@ -71,7 +74,6 @@ struct WrapperSubclass {
 /// memory-mapped file or an owned 64-byte aligned buffer; on CUDA as device memory.
 class PTHLOAD_API Storage {
  public:
-  explicit Storage(std::unique_ptr<detail::StorageState> state) noexcept;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -98,12 +100,11 @@ class PTHLOAD_API Storage {
   /// The device address of a CUDA storage (nullptr for others and for empty storages).
   [[nodiscard]] const void* device_pointer() const noexcept;
 
-  /// For the library's own layers: the state behind this storage.
-  [[nodiscard]] detail::StorageState& state() noexcept { return *state_; }
-  [[nodiscard]] const detail::StorageState& state() const noexcept { return *state_; }
-
  private:
-  std::unique_ptr<detail::StorageState> state_;
+  friend struct internal::Access;
+  explicit Storage(std::unique_ptr<internal::StorageState> state) noexcept;
+
+  std::unique_ptr<internal::StorageState> state_;
 };
 
 /// The most bytes Tensor::contiguous_bytes() and content_checksum() read of a view that shows
@@ -153,31 +154,23 @@ class PTHLOAD_API Tensor {
   /// pthload knows).
   [[nodiscard]] Device device() const noexcept;
   [[nodiscard]] Layout layout() const noexcept { return layout_; }
-  /// A sparse tensor's parts, named by sparse_part_names(layout()); a nested tensor's components
-  /// (strided views of one storage), in order; empty for other tensors.
-  [[nodiscard]] std::span<const Tensor> sparse_parts() const noexcept { return sparse_parts_; }
+  /// The tensors that hold a storage-less tensor's data: a sparse tensor's parts, named by
+  /// sparse_part_names(layout()); a nested tensor's components (strided views of one storage), in
+  /// order; empty for other tensors. Valid while this Tensor (or a copy) lives.
+  [[nodiscard]] std::span<const Tensor> parts() const noexcept { return parts_; }
+  /// The old name of parts(), which it is for nested tensors too; removed in the next release.
+  [[deprecated("use parts()")]] [[nodiscard]] std::span<const Tensor> sparse_parts()
+      const noexcept {
+    return parts_;
+  }
   /// A wrapper subclass's class and device; nullptr for other tensors. Valid while this Tensor
   /// (or a copy) lives.
   [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept {
     return wrapper_subclass_.get();
   }
-  /// For the torch and device layers: marks a storage-less tensor as a wrapper subclass (and
-  /// gives it its storage_offset, which a wrapper keeps without a storage).
-  void set_wrapper_subclass(std::shared_ptr<const WrapperSubclass> wrapper,
-                            std::int64_t storage_offset) noexcept {
-    wrapper_subclass_ = std::move(wrapper);
-    storage_offset_ = storage_offset;
-  }
-  /// For the device layer: the tensor's storage was converted to `dtype` (same elements, same
-  /// geometry; LoadOptions::floating_dtype).
-  void set_dtype(Dtype dtype) noexcept { dtype_ = dtype; }
   /// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2...) maps its integers to
   /// reals; nullptr for other tensors. Valid while this Tensor (or a copy) lives.
   [[nodiscard]] const Quantization* quantization() const noexcept { return quantization_.get(); }
-  /// For the torch layer: attaches the quantization torch's _rebuild_qtensor describes.
-  void set_quantization(std::shared_ptr<const Quantization> quantization) noexcept {
-    quantization_ = std::move(quantization);
-  }
   /// The first element's address on the CPU (the storage's bytes from storage_offset on);
   /// valid while the storage lives. Throws DeviceError(kDeviceNotOnCpu) when not on the CPU,
   /// UnsupportedError(kTorchTensorWithoutData) for a tensor without storage.
@@ -193,6 +186,10 @@ class PTHLOAD_API Tensor {
   [[nodiscard]] std::uint64_t content_checksum() const;
 
  private:
+  // The torch layer attaches quantization and wrapper subclasses, the device layer changes the
+  // dtype of converted storages' tensors: through internal::Access, not public setters.
+  friend struct internal::Access;
+
   [[nodiscard]] std::span<const std::byte> packed_bytes() const;
 
   std::shared_ptr<const Storage> storage_;
@@ -201,7 +198,7 @@ class PTHLOAD_API Tensor {
   std::int64_t storage_offset_;
   bool requires_grad_;
   Layout layout_ = Layout::kStrided;
-  std::vector<Tensor> sparse_parts_;
+  std::vector<Tensor> parts_;
   std::shared_ptr<const Quantization> quantization_;
   std::shared_ptr<const WrapperSubclass> wrapper_subclass_;
 };

@@ -14,10 +14,15 @@
 #include "pthload/dtype.hpp"
 #include "pthload/error.hpp"
 #include "pthload/options.hpp"
+#include "pthload/records.hpp"
 #include "pthload/tensor.hpp"
 
 struct pthload_checkpoint {
   pthload::Checkpoint checkpoint;
+};
+
+struct pthload_records {
+  pthload::RecordReader reader;
 };
 
 namespace {
@@ -172,7 +177,7 @@ pthload::LoadOptions to_load_options(const pthload_options* options) {
   } else if (options->map_location != nullptr) {
     result.map_location = c_map_location(options->map_location, options->map_location_user_data);
   }
-  result.copy = options->copy != 0;
+  result.copy_cpu_storages = options->copy_cpu_storages != 0;
   result.verify_crc = options->verify_crc != 0;
   result.limits.max_zip_entries = options->max_zip_entries;
   result.limits.max_inflated_record_bytes = options->max_inflated_record_bytes;
@@ -191,6 +196,24 @@ int make_checkpoint(pthload_checkpoint** out, Read&& read) noexcept {
   }
   *out = nullptr;
   return guarded([&] { *out = new pthload_checkpoint{read()}; });
+}
+
+template <typename Open>
+int make_records(pthload_records** out, Open&& open) noexcept {
+  if (out == nullptr) {
+    return record_simple_error(Errc::kCapiInvalidArgument, "the output pointer is NULL");
+  }
+  *out = nullptr;
+  return guarded([&] { *out = new pthload_records{open()}; });
+}
+
+const pthload::RecordInfo& record_at(const pthload_records* records, std::size_t index) {
+  const auto list = records->reader.list();
+  if (index >= list.size()) {
+    throw_invalid_argument("record index " + std::to_string(index) + " is past the last of " +
+                           std::to_string(list.size()));
+  }
+  return list[index];
 }
 
 std::span<const std::byte> caller_bytes(const void* data, std::size_t size) {
@@ -230,7 +253,7 @@ void pthload_options_init(pthload_options* options) {
   *options = pthload_options{.map_to = nullptr,
                              .map_location = nullptr,
                              .map_location_user_data = nullptr,
-                             .copy = 0,
+                             .copy_cpu_storages = 0,
                              .verify_crc = 0,
                              .max_zip_entries = limits.max_zip_entries,
                              .max_inflated_record_bytes = limits.max_inflated_record_bytes,
@@ -395,6 +418,73 @@ int pthload_tensor_to_dlpack(const pthload_tensor* tensor, struct DLManagedTenso
       throw_invalid_argument("the tensor or the output pointer is NULL");
     }
     *out = pthload::to_dlpack(named(tensor).tensor);
+  });
+}
+
+int pthload_records_open(const char* path, const pthload_options* options, pthload_records** out) {
+  return make_records(out, [&] {
+    require_path(path);
+    return pthload::RecordReader::open(path, to_load_options(options));
+  });
+}
+
+int pthload_records_open_bytes(const void* data, size_t size, const pthload_options* options,
+                               pthload_records** out) {
+  return make_records(out, [&] {
+    return pthload::RecordReader::open(caller_bytes(data, size), to_load_options(options));
+  });
+}
+
+void pthload_records_free(pthload_records* records) {
+  delete records;  // ~RecordReader is noexcept
+}
+
+size_t pthload_records_count(const pthload_records* records) {
+  return records->reader.list().size();
+}
+
+int pthload_records_info(const pthload_records* records, size_t index, pthload_record_info* out) {
+  return guarded([&] {
+    if (records == nullptr || out == nullptr) {
+      throw_invalid_argument("the records handle or the output pointer is NULL");
+    }
+    const pthload::RecordInfo& record = record_at(records, index);
+    *out = pthload_record_info{.name = record.name.c_str(),
+                               .payload_offset = record.payload_offset,
+                               .size = record.size,
+                               .compressed_size = record.compressed_size,
+                               .crc32 = record.crc32,
+                               .is_compressed = record.is_compressed ? 1 : 0};
+  });
+}
+
+int pthload_records_find(const pthload_records* records, const char* name, size_t* index) {
+  return guarded([&] {
+    if (records == nullptr || name == nullptr || index == nullptr) {
+      throw_invalid_argument("the records handle, the name or the output pointer is NULL");
+    }
+    const pthload::RecordInfo* record = records->reader.find(name);
+    if (record == nullptr) {
+      throw pthload::FormatError(Errc::kZipRecordNotFound,
+                                 "no record named '" + std::string(name) + "'");
+    }
+    *index = static_cast<size_t>(record - records->reader.list().data());
+  });
+}
+
+int pthload_records_read(const pthload_records* records, size_t index, void* buffer, size_t size) {
+  return guarded([&] {
+    if (records == nullptr || (buffer == nullptr && size != 0)) {
+      throw_invalid_argument("the records handle or the buffer is NULL");
+    }
+    const pthload::RecordInfo& record = record_at(records, index);
+    // Checked before reading: a small buffer must not cost an inflation.
+    if (record.size > size) {
+      throw_invalid_argument("record '" + record.name + "' has " + std::to_string(record.size) +
+                             " bytes; the buffer holds " + std::to_string(size));
+    }
+    const std::vector<std::byte> bytes = records->reader.read(record.name);
+    if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
   });
 }
 

@@ -9,6 +9,7 @@
 #include "device/cpu/kernels.hpp"
 #include "device/pipeline.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::device {
@@ -17,7 +18,7 @@ namespace {
 // The storages a conversion must leave alone: those behind the parts of sparse, nested and
 // quantized tensors, which the device layer cannot retype.
 void collect_parts(const Tensor& tensor, std::set<const Storage*>& blocked) {
-  for (const Tensor& part : tensor.sparse_parts()) {
+  for (const Tensor& part : tensor.parts()) {
     if (part.has_storage()) blocked.insert(&part.storage());
     collect_parts(part, blocked);
   }
@@ -39,7 +40,7 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
                                        "float32, bfloat16, float16, float8_e4m3fn, float8_e5m2)",
                                        dtype_name(target)));
   }
-  auto& state = checkpoint.state();
+  auto& state = internal::Access::state(checkpoint);
   std::set<const Storage*> blocked;
   std::map<const Storage*, std::vector<Tensor*>> viewers;
   for (auto& named : state.tensors) {
@@ -51,14 +52,14 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
   }
 
   struct Conversion {
-    detail::StorageState* storage;
+    internal::StorageState* storage;
     std::vector<Tensor*> tensors;
-    common::AlignedBuffer host;                          // a CPU storage's new bytes
-    std::unique_ptr<detail::DeviceMemory> device_bytes;  // a GPU storage's
+    common::AlignedBuffer host;                            // a CPU storage's new bytes
+    std::unique_ptr<internal::DeviceMemory> device_bytes;  // a GPU storage's
   };
   std::vector<Conversion> conversions;
   for (const auto& storage : state.storages) {
-    auto& s = storage->state();
+    auto& s = internal::Access::state(*storage);
     if (s.dtype == target || !cpu::is_convertible(s.dtype) || s.in_pickle ||
         blocked.count(storage.get()) > 0 || s.device.type == Device::Type::kMeta) {
       continue;
@@ -99,7 +100,7 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
                                                       s.device.to_string(), bytes, e.message()));
             }
             const auto* source =
-                std::get<std::unique_ptr<detail::DeviceMemory>>(s.placement)->pointer();
+                std::get<std::unique_ptr<internal::DeviceMemory>>(s.placement)->pointer();
             backend->convert(source, s.dtype, block->data(), target, s.numel, stream);
           }
           conversion->device_bytes = std::make_unique<DeviceSlice>(std::move(block), 0);
@@ -135,7 +136,7 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
       s.placement = std::move(conversion.device_bytes);
     }
     for (Tensor* tensor : conversion.tensors)
-      tensor->set_dtype(target);
+      internal::Access::set_dtype(*tensor, target);
   }
 }
 

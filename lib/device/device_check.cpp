@@ -9,8 +9,8 @@
 
 namespace pthload::device {
 
-void check_device_exists(const detail::StorageState& storage, Device device, bool from_map_location,
-                         int cuda_devices) {
+void check_device_exists(const internal::StorageState& storage, Device device,
+                         bool from_map_location, int cuda_devices) {
   if (device.type != Device::Type::kCuda) return;
   const std::string origin =
       from_map_location ? fmt::format("map_location sends storage '{}' (tagged '{}') to '{}'",

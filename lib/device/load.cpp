@@ -13,6 +13,7 @@
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -40,7 +41,7 @@ Resolved choose_device(const StorageInfo& info, const LoadOptions& options, Subj
   }
 }
 
-Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& options) {
+Resolved resolve_device(const internal::StorageState& storage, const LoadOptions& options) {
   if (!storage.follows_map_location) return {Device::cpu(), false};
   const StorageInfo info{.key = storage.key,
                          .location = storage.location,
@@ -56,7 +57,7 @@ Resolved resolve_device(const detail::StorageState& storage, const LoadOptions& 
 // _get_restore_location sends it (docs/format.md §7): a dict renames it, a device replaces it, and
 // a callable — which torch refuses here — is asked with the tensor's geometry as a storage of no
 // bytes.
-void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOptions& options) {
+void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOptions& options) {
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
   for (auto& named : checkpoint.tensors) {
     Tensor& tensor = named.tensor;
@@ -74,14 +75,14 @@ void resolve_wrapper_devices(detail::CheckpointState& checkpoint, const LoadOpti
     const Device device = choose_device(info, options, subject).device;
     auto placed = std::make_shared<WrapperSubclass>(*wrapper);
     placed->device = device;
-    tensor.set_wrapper_subclass(std::move(placed), tensor.storage_offset());
+    internal::Access::set_wrapper_subclass(tensor, std::move(placed), tensor.storage_offset());
   }
 }
 
 // Tells the device layer's errors which storage and record they are about; memory that runs out
 // placing it becomes an OutOfMemoryError saying what and how much.
 template <typename Body>
-void about(const detail::StorageState& storage, const Device& device, Body&& body) {
+void about(const internal::StorageState& storage, const Device& device, Body&& body) {
   try {
     body();
   } catch (Error& e) {
@@ -104,19 +105,19 @@ namespace device {
 
 void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
                     const std::shared_ptr<Backend>& backend, PipelineReport* report) {
-  auto& state = checkpoint.state();
+  auto& state = internal::Access::state(checkpoint);
   try {
     // The index and pickle were read at open(); a file written or truncated since would mix
     // them with other bytes, and views of a truncated mapping would raise SIGBUS later.
     if (state.file) state.file->check_unchanged();
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
-    std::vector<std::pair<detail::StorageState*, Device>> plan;
+    std::vector<std::pair<internal::StorageState*, Device>> plan;
     plan.reserve(state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
     for (const auto& storage : state.storages) {
-      auto& storage_state = storage->state();
+      auto& storage_state = internal::Access::state(*storage);
       auto [device, from_map_location] = resolve_device(storage_state, options);
       if (device.type == Device::Type::kCuda && cuda_devices < 0) {
         cuda_devices = backend ? backend->device_count() : 0;
@@ -133,28 +134,28 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const auto& a, const auto& b) {
-      return detail::file_offset(*a.first) < detail::file_offset(*b.first);
+      return internal::file_offset(*a.first) < internal::file_offset(*b.first);
     };
     if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
       std::sort(plan.begin(), plan.end(), by_offset);
     }
     Progress progress(options.cuda.progress, total_bytes);
     std::vector<DeviceJob> jobs;
-    std::vector<detail::StorageState*> job_storages;
+    std::vector<internal::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
     for (const auto& planned : plan) {
       // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
-      detail::StorageState* const storage_state = planned.first;
+      internal::StorageState* const storage_state = planned.first;
       const Device device = planned.second;
       about(*storage_state, device, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
-            place_on_cpu(state, *storage_state, options.copy);
+            place_on_cpu(state, *storage_state, options.copy_cpu_storages);
             progress.add(storage_state->nbytes);
             return;
           case Device::Type::kMeta:
             // torch makes an empty storage of the same size on meta: no byte is read.
-            storage_state->placement = detail::MetaPlacement{};
+            storage_state->placement = internal::MetaPlacement{};
             storage_state->device = device;
             return;
           case Device::Type::kCuda: {

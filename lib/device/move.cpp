@@ -8,23 +8,24 @@
 #include "device/pipeline.hpp"
 #include "device/place.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
 namespace device {
 namespace {
 
-int device_index(const detail::StorageState& storage) {
+int device_index(const internal::StorageState& storage) {
   return storage.device.index < 0 ? 0 : storage.device.index;
 }
 
-bool on_cuda(const detail::StorageState& storage) {
-  return std::holds_alternative<std::unique_ptr<detail::DeviceMemory>>(storage.placement);
+bool on_cuda(const internal::StorageState& storage) {
+  return std::holds_alternative<std::unique_ptr<internal::DeviceMemory>>(storage.placement);
 }
 
 // Copies of the CUDA storages' bytes in host memory (one stream per source device).
-std::vector<common::AlignedBuffer> copy_to_host(const std::vector<detail::StorageState*>& storages,
-                                                Backend& backend) {
+std::vector<common::AlignedBuffer> copy_to_host(
+    const std::vector<internal::StorageState*>& storages, Backend& backend) {
   std::vector<common::AlignedBuffer> copies;
   copies.reserve(storages.size());
   std::map<int, StreamHandle> streams;
@@ -36,7 +37,7 @@ std::vector<common::AlignedBuffer> copy_to_host(const std::vector<detail::Storag
       if (stream == nullptr) stream = backend.create_stream(device);
       auto& copy = copies.emplace_back(storage->nbytes);
       const void* source =
-          std::get<std::unique_ptr<detail::DeviceMemory>>(storage->placement)->pointer();
+          std::get<std::unique_ptr<internal::DeviceMemory>>(storage->placement)->pointer();
       if (storage->nbytes > 0) backend.copy_to_host(copy.data(), source, storage->nbytes, stream);
     }
   } catch (...) {
@@ -53,7 +54,7 @@ std::vector<common::AlignedBuffer> copy_to_host(const std::vector<detail::Storag
 
 void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& options,
                    const std::shared_ptr<Backend>& backend) {
-  auto& state = checkpoint.state();
+  auto& state = internal::Access::state(checkpoint);
   const bool unplaced = std::any_of(state.storages.begin(), state.storages.end(),
                                     [](const auto& s) { return !s->is_placed(); });
   if (unplaced) {
@@ -77,9 +78,9 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
     }
   }
   // Storages on a GPU other than the target come through the host first.
-  std::vector<detail::StorageState*> from_cuda;
+  std::vector<internal::StorageState*> from_cuda;
   for (const auto& storage : state.storages) {
-    auto& s = storage->state();
+    auto& s = internal::Access::state(*storage);
     if (!on_cuda(s)) continue;
     if (device.type == Device::Type::kCuda && device_index(s) == device.index) continue;
     from_cuda.push_back(&s);
@@ -100,19 +101,19 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   }
 
   std::vector<DeviceJob> jobs;
-  std::vector<detail::StorageState*> moved;
+  std::vector<internal::StorageState*> moved;
   std::uint64_t total = 0;
   const auto file = state.file ? state.file->bytes() : std::span<const std::byte>();
   std::size_t next_copy = 0;
   for (const auto& storage : state.storages) {
-    auto& s = storage->state();
-    if (std::holds_alternative<detail::MetaPlacement>(s.placement)) continue;
+    auto& s = internal::Access::state(*storage);
+    if (std::holds_alternative<internal::MetaPlacement>(s.placement)) continue;
     if (on_cuda(s) && device_index(s) == device.index) continue;
     // CPU bytes are already in host byte order; host copies of CUDA storages too.
     const std::span<const std::byte> bytes =
         on_cuda(s) ? host_copies[next_copy++].span().first(s.nbytes) : s.cpu_bytes;
-    const bool file_view = std::holds_alternative<detail::FileView>(s.placement) && !file.empty() &&
-                           bytes.data() >= file.data() &&
+    const bool file_view = std::holds_alternative<internal::FileView>(s.placement) &&
+                           !file.empty() && bytes.data() >= file.data() &&
                            bytes.data() + bytes.size() <= file.data() + file.size();
     jobs.push_back({.storage = &s,
                     .device = device.index,

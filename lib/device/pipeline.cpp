@@ -207,10 +207,11 @@ void naming(const std::string& what, Body&& body) {
   }
 }
 
-std::vector<std::unique_ptr<detail::DeviceMemory>> run(const std::shared_ptr<Backend>& backend,
-                                                       std::span<const DeviceJob> jobs,
-                                                       const CudaOptions& options,
-                                                       Progress& progress, PipelineReport& report) {
+std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<Backend>& backend,
+                                                         std::span<const DeviceJob> jobs,
+                                                         const CudaOptions& options,
+                                                         Progress& progress,
+                                                         PipelineReport& report) {
   std::vector<int> devices;
   for (const auto& job : jobs)
     devices.push_back(job.device);
@@ -376,7 +377,7 @@ std::vector<std::unique_ptr<detail::DeviceMemory>> run(const std::shared_ptr<Bac
     if (resources.streams_owned) backend->synchronize(stream);
   }
 
-  std::vector<std::unique_ptr<detail::DeviceMemory>> placed(jobs.size());
+  std::vector<std::unique_ptr<internal::DeviceMemory>> placed(jobs.size());
   for (const auto& allocation : allocations) {
     for (std::size_t m = 0; m < allocation.jobs.size(); ++m)
       placed[allocation.jobs[m]] =
@@ -436,14 +437,14 @@ void run_on_own_thread(const std::function<void()>& body) {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::vector<std::unique_ptr<detail::DeviceMemory>> place_on_devices(
+std::vector<std::unique_ptr<internal::DeviceMemory>> place_on_devices(
     const std::shared_ptr<Backend>& backend, std::span<const DeviceJob> jobs,
     const CudaOptions& options, Progress& progress, PipelineReport* report) {
   if (options.staging_buffers == 0) {
     throw DeviceError(Errc::kDeviceBadOptions, "CudaOptions::staging_buffers must be at least 1");
   }
   PipelineReport local_report;
-  std::vector<std::unique_ptr<detail::DeviceMemory>> placed;
+  std::vector<std::unique_ptr<internal::DeviceMemory>> placed;
   run_on_own_thread([&] { placed = run(backend, jobs, options, progress, local_report); });
   if (report != nullptr) *report = local_report;
   return placed;

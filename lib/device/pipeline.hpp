@@ -44,7 +44,7 @@ class DeviceBlock {
 };
 
 /// A storage's bytes on a device: all of a block, or its slice of an arena.
-class DeviceSlice final : public detail::DeviceMemory {
+class DeviceSlice final : public internal::DeviceMemory {
  public:
   /// An empty storage has no block (a null pointer, as torch gives a storage of 0 bytes).
   DeviceSlice(std::shared_ptr<DeviceBlock> block, std::size_t offset) noexcept
@@ -76,7 +76,7 @@ class Progress {
 /// A storage bound for a device, as the pipeline sees it.
 struct DeviceJob {
   /// Names the storage in errors.
-  const detail::StorageState* storage = nullptr;
+  const internal::StorageState* storage = nullptr;
   int device = 0;
   /// The storage's bytes in host memory, as stored (not yet byte-swapped).
   std::span<const std::byte> source;
@@ -111,7 +111,7 @@ void run_on_own_thread(const std::function<void()>& body);
 /// calling thread's current device is untouched. When anything fails, everything this call
 /// allocated (device memory, staging buffers, streams, events, threads) is released and the
 /// error, naming the storage, the device and the bytes asked for, is thrown.
-[[nodiscard]] std::vector<std::unique_ptr<detail::DeviceMemory>> place_on_devices(
+[[nodiscard]] std::vector<std::unique_ptr<internal::DeviceMemory>> place_on_devices(
     const std::shared_ptr<Backend>& backend, std::span<const DeviceJob> jobs,
     const CudaOptions& options, Progress& progress, PipelineReport* report = nullptr);
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pickle/machine.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::legacy {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "pickle/value.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::pickle {
 

@@ -13,6 +13,7 @@
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
+#include "torch/access.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
@@ -60,7 +61,7 @@ std::string_view as_text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
+void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
   state.archive = zip::Archive::parse(state.file->bytes(), options.limits);
   const auto& entries = state.archive->entries();
   // torch's reader takes the top folder from the first record (inline_container.cc init).
@@ -120,7 +121,7 @@ void open_zip(detail::CheckpointState& state, const LoadOptions& options) {
 }
 
 // The pre-1.6 stream: its pickles, then its storages' ranges of the file (docs/format.md §5.1).
-void open_legacy(detail::CheckpointState& state, const LoadOptions& options) {
+void open_legacy(internal::CheckpointState& state, const LoadOptions& options) {
   torch::LegacyStorages storages(state);
   auto stream = legacy::Stream::parse(
       state.file->bytes(), options.limits,
@@ -148,7 +149,7 @@ std::string_view format_name(Format format) noexcept {
   return "unknown";
 }
 
-Checkpoint::Checkpoint(std::unique_ptr<detail::CheckpointState> state) noexcept
+Checkpoint::Checkpoint(std::unique_ptr<internal::CheckpointState> state) noexcept
     : state_(std::move(state)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
@@ -188,7 +189,7 @@ namespace torch {
 
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
                        const LoadOptions& options) {
-  auto state = std::make_unique<detail::CheckpointState>();
+  auto state = std::make_unique<internal::CheckpointState>();
   state->path = std::move(path);
   state->file = std::move(file);
   try {
@@ -241,7 +242,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                            "pickle, records)",
                            {.path = state->path});
   }
-  return Checkpoint(std::move(state));
+  return internal::Access::make_checkpoint(std::move(state));
 }
 
 }  // namespace torch

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pickle/print.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/interpreted.hpp"
 #include "torch/state.hpp"
@@ -92,7 +93,7 @@ void for_each_value(const Value& root, Visit&& visit) {
 }  // namespace
 
 std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options) {
-  const auto& state = checkpoint.state();
+  const auto& state = internal::Access::state(checkpoint);
   pickle::PrintOptions print_options;
   print_options.max_depth = options.max_depth;
   print_options.max_items = options.max_items;
@@ -102,7 +103,7 @@ std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options
 }
 
 std::vector<GlobalReference> referenced_globals(const Checkpoint& checkpoint) {
-  const auto& state = checkpoint.state();
+  const auto& state = internal::Access::state(checkpoint);
   std::vector<GlobalReference> globals;
   if (state.pickle.root == nullptr) return globals;  // a safetensors file has no pickle
   for_each_value(*state.pickle.root, [&](const Value& value) {

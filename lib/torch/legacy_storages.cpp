@@ -9,6 +9,7 @@
 #include "common/checked.hpp"
 #include "pickle/codecs.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/storage_types.hpp"
 
 namespace pthload::torch {
@@ -99,13 +100,13 @@ const Value* LegacyStorages::on_persistent_id(const Value& id) {
       throw FormatError(Errc::kTorchStorageTooSmall,
                         fmt::format("storage '{}': {} elements overflow", root_key, numel));
     }
-    auto state = std::make_unique<detail::StorageState>();
+    auto state = std::make_unique<internal::StorageState>();
     state->key = root_key;
     state->location = text_of(*fields[3], "location");
     state->dtype = *dtype;
     state->numel = numel;
     state->nbytes = *nbytes;
-    auto storage = std::make_shared<Storage>(std::move(state));
+    auto storage = internal::Access::make_storage(std::move(state));
     checkpoint_.storages.push_back(storage);
     root = roots_.emplace(std::move(root_key), std::move(storage)).first;
   }
@@ -174,7 +175,7 @@ void LegacyStorages::assign_data(const legacy::Stream& stream) {
   }
   const auto data = stream.storage_data(element_sizes);
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    auto& state = roots_.at(keys[i])->state();
+    auto& state = internal::Access::state(*roots_.at(keys[i]));
     if (data[i].count != state.numel) {
       throw FormatError(Errc::kLegacyStorageSizeMismatch,
                         fmt::format("storage '{}' has wrong size: the pickle says {} elements, "
@@ -182,7 +183,7 @@ void LegacyStorages::assign_data(const legacy::Stream& stream) {
                                     keys[i], state.numel, static_cast<std::int64_t>(data[i].count)),
                         {.offset = data[i].count_offset});
     }
-    state.file_range = detail::FileRange{
+    state.file_range = internal::FileRange{
         .offset = data[i].bytes.offset, .size = data[i].bytes.size, .file = file_};
   }
 }
@@ -200,7 +201,7 @@ const Value* load_from_bytes_key(const Value& call) noexcept {
   return data;
 }
 
-StorageRef load_from_bytes(detail::CheckpointState& checkpoint, const Value& call,
+StorageRef load_from_bytes(internal::CheckpointState& checkpoint, const Value& call,
                            const Limits& limits) {
   const auto args = call.args().items();
   const auto bytes = args.size() == 1 ? pickle::bytes_of(*args[0]) : std::nullopt;

@@ -26,7 +26,7 @@ struct StorageRef {
 class LegacyStorages {
  public:
   /// `file` is where assign_data()'s ranges lie when not in the checkpoint's file.
-  explicit LegacyStorages(detail::CheckpointState& checkpoint,
+  explicit LegacyStorages(internal::CheckpointState& checkpoint,
                           std::shared_ptr<const common::MappedFile> file = nullptr)
       : checkpoint_(checkpoint), file_(std::move(file)) {}
 
@@ -52,7 +52,7 @@ class LegacyStorages {
     std::uint64_t nbytes = 0;
   };
 
-  detail::CheckpointState& checkpoint_;
+  internal::CheckpointState& checkpoint_;
   std::shared_ptr<const common::MappedFile> file_;
   std::unordered_map<std::string, std::shared_ptr<Storage>> roots_;
   std::unordered_map<std::string, View> views_;
@@ -71,7 +71,7 @@ class LegacyStorages {
 /// The storage a _load_from_bytes call holds: its bytes are copied out of the pickle and read as
 /// a legacy stream whose object is one storage; the storage joins `checkpoint`'s storages, its
 /// bytes a range of that copy. Throws FormatError when the bytes are no such stream.
-[[nodiscard]] StorageRef load_from_bytes(detail::CheckpointState& checkpoint,
+[[nodiscard]] StorageRef load_from_bytes(internal::CheckpointState& checkpoint,
                                          const pickle::Value& call, const Limits& limits);
 
 }  // namespace pthload::torch

@@ -102,7 +102,7 @@ class Walker {
     if (auto tensor = builder_.tensor_of(value)) {
       value.set_walk_mark(kListedMark);
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
-      const auto parts = tensor->sparse_parts();
+      const auto parts = tensor->parts();
       const auto part_names = sparse_part_names(tensor->layout());
       for (std::size_t i = 0; i < parts.size(); ++i) {
         // A nested tensor's components are named by their index: `<name>.0`, `<name>.1`...

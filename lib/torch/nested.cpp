@@ -14,6 +14,7 @@
 
 #include "common/byte_reader.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
 
@@ -35,7 +36,7 @@ struct Int64Values {
   }
 };
 
-Int64Values read_int64_values(const detail::CheckpointState& checkpoint, const Tensor& tensor,
+Int64Values read_int64_values(const internal::CheckpointState& checkpoint, const Tensor& tensor,
                               std::string_view what) {
   // Contiguous, so there are no more values than bytes in the storage: a hostile stride 0 cannot
   // turn one element into a billion components.
@@ -44,7 +45,7 @@ Int64Values read_int64_values(const detail::CheckpointState& checkpoint, const T
         Errc::kTorchBadNestedTensor,
         fmt::format("_rebuild_nested_tensor: {} is not a contiguous int64 tensor", what));
   }
-  const auto& storage = tensor.storage().state();
+  const auto& storage = internal::Access::state(tensor.storage());
   const std::uint64_t start = static_cast<std::uint64_t>(tensor.storage_offset()) * 8;
   const std::uint64_t size = tensor.numel() * 8;  // inside the storage: checked at its rebuild
   Int64Values result;

@@ -9,6 +9,7 @@
 #include "common/byte_reader.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/numpy_arrays.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
@@ -46,7 +47,7 @@ std::vector<std::byte> float32_to_bfloat16(std::span<const std::byte> bytes, boo
 
 }  // namespace
 
-detail::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
+internal::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
   const auto bytes = array.bytes();
   if (!array.raw_owned && checkpoint_.file) {
     // Raw bytes inside a stored data.pkl or a legacy stream lie in the mapped file: a view.
@@ -64,10 +65,10 @@ detail::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
   return {.offset = 0, .size = bytes.size(), .file = copy};
 }
 
-std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, detail::FileRange range,
+std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, internal::FileRange range,
                                                         bool big_endian, std::string location,
                                                         bool follows_map_location) {
-  auto state = std::make_unique<detail::StorageState>();
+  auto state = std::make_unique<internal::StorageState>();
   state->key = fmt::format("<numpy {}>", pickled_storage_count_++);
   state->location = std::move(location);
   state->dtype = dtype;
@@ -76,8 +77,8 @@ std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, detail::Fil
   state->file_range = std::move(range);
   state->in_pickle = true;
   state->follows_map_location = follows_map_location;
-  if (big_endian) state->swap_unit = detail::swap_unit_for(dtype);
-  auto storage = std::make_shared<Storage>(std::move(state));
+  if (big_endian) state->swap_unit = internal::swap_unit_for(dtype);
+  auto storage = internal::Access::make_storage(std::move(state));
   checkpoint_.storages.push_back(storage);
   return storage;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "safetensors/header.hpp"
+#include "torch/access.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -46,13 +47,13 @@ bool is_onnx(std::span<const std::byte> file) {
 
 }  // namespace
 
-void open_safetensors(detail::CheckpointState& state) {
+void open_safetensors(internal::CheckpointState& state) {
   auto header = safetensors::Header::parse(state.file->bytes());
   state.metadata = header.metadata();
   state.storages.reserve(header.tensors().size());
   state.tensors.reserve(header.tensors().size());
   for (const auto& entry : header.tensors()) {
-    auto storage_state = std::make_unique<detail::StorageState>();
+    auto storage_state = std::make_unique<internal::StorageState>();
     storage_state->key = entry.name;
     // safetensors has no devices: safetensors.torch.save_file moves tensors to the CPU, and
     // safe_open(device=...) chooses at load time, as map_location does here.
@@ -60,8 +61,8 @@ void open_safetensors(detail::CheckpointState& state) {
     storage_state->dtype = entry.dtype;
     storage_state->numel = entry.nbytes / element_size(entry.dtype);
     storage_state->nbytes = entry.nbytes;
-    storage_state->file_range = detail::FileRange{.offset = entry.offset, .size = entry.nbytes};
-    auto storage = std::make_shared<Storage>(std::move(storage_state));
+    storage_state->file_range = internal::FileRange{.offset = entry.offset, .size = entry.nbytes};
+    auto storage = internal::Access::make_storage(std::move(storage_state));
 
     // Row-major ('C' order, as safetensors stores every tensor).
     std::vector<std::int64_t> strides(entry.shape.size());

@@ -18,7 +18,7 @@ namespace pthload::torch {
 /// copies them as it does legacy storages), one contiguous tensor over each, in the order of
 /// their bytes in the file; the header's __metadata__ into state.metadata. Reads no tensor
 /// bytes. Throws what safetensors::Header::parse throws.
-void open_safetensors(detail::CheckpointState& state);
+void open_safetensors(internal::CheckpointState& state);
 
 /// What `file` is when it is one of the formats people take for checkpoints — "a GGUF model
 /// file (llama.cpp)", "an HDF5 file (Keras .h5, ...)", "a numpy .npy array", "an ONNX model" —

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
@@ -159,11 +160,11 @@ Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args
                                           quantization->zero_points->numel(), channels, axis));
     }
     Tensor tensor(std::move(storage), dtype, own_sizes, own_strides, offset, requires_grad);
-    tensor.set_quantization(std::move(quantization));
+    internal::Access::set_quantization(tensor, std::move(quantization));
     return tensor;
   }
   Tensor tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
-  tensor.set_quantization(std::move(quantization));
+  internal::Access::set_quantization(tensor, std::move(quantization));
   return tensor;
 }
 

@@ -1,7 +1,10 @@
-// list_records / read_record: the public face of the zip layer, for auditing a checkpoint.
+// RecordReader (and list_records / read_record over it): the public face of the zip layer, for
+// auditing a checkpoint's records.
 #include "pthload/records.hpp"
 
-#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
@@ -12,46 +15,104 @@ namespace {
 
 // Errors from the layers below know the record and offset; only this layer knows the path.
 template <typename F>
-auto with_path(const std::filesystem::path& path, F&& body) {
+decltype(auto) with_path(const std::string& path, F&& body) {
   try {
     return body();
   } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = path.string();
+    if (e.context().path.empty()) e.context().path = path;
     throw;
   }
 }
 
+RecordInfo info_of(const zip::Entry& entry) {
+  return {.name = entry.name,
+          .payload_offset = entry.data_offset,
+          .size = entry.uncompressed_size,
+          .compressed_size = entry.compressed_size,
+          .crc32 = entry.crc32,
+          .is_compressed = entry.method != 0};
+}
+
 }  // namespace
+
+// The mapping, the archive parsed over it and the list handed out, built once by open(). The
+// archive borrows the mapping's bytes, which stay put: the State lives behind a unique_ptr.
+struct RecordReader::State {
+  State(common::MappedFile mapped, std::string name, const LoadOptions& options)
+      : file(std::move(mapped)), path(std::move(name)), verify_crc(options.verify_crc) {
+    with_path(path, [&] { archive.emplace(zip::Archive::parse(file.bytes(), options.limits)); });
+    records.reserve(archive->entries().size());
+    for (const zip::Entry& entry : archive->entries())
+      records.push_back(info_of(entry));
+  }
+
+  [[nodiscard]] const zip::Entry& entry(std::string_view name) const {
+    return with_path(path, [&]() -> const zip::Entry& { return archive->at(name); });
+  }
+
+  common::MappedFile file;
+  std::string path;
+  bool verify_crc;
+  std::optional<zip::Archive> archive;
+  std::vector<RecordInfo> records;
+};
+
+RecordReader::RecordReader(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+RecordReader::RecordReader(RecordReader&&) noexcept = default;
+RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
+RecordReader::~RecordReader() = default;
+
+RecordReader RecordReader::open(const std::filesystem::path& path, const LoadOptions& options) {
+  const std::string name = path.string();
+  auto file = with_path(name, [&] { return common::MappedFile::open(path); });
+  return RecordReader(std::make_unique<State>(std::move(file), name, options));
+}
+
+RecordReader RecordReader::open(std::span<const std::byte> bytes, const LoadOptions& options) {
+  return RecordReader(
+      std::make_unique<State>(common::MappedFile::borrow(bytes), "<memory>", options));
+}
+
+std::span<const RecordInfo> RecordReader::list() const noexcept {
+  return state_->records;
+}
+
+// records[i] describes entries()[i]: the archive's index finds the entry, its position the info.
+const RecordInfo* RecordReader::find(std::string_view name) const noexcept {
+  const zip::Entry* entry = state_->archive->find(name);
+  if (entry == nullptr) return nullptr;
+  const auto index = static_cast<std::size_t>(entry - state_->archive->entries().data());
+  return &state_->records[index];
+}
+
+std::vector<std::byte> RecordReader::read(std::string_view name) const {
+  const zip::Entry& entry = state_->entry(name);
+  return with_path(state_->path, [&] {
+    const auto record = state_->archive->read(entry, state_->verify_crc);
+    const auto bytes = record.bytes();
+    return std::vector<std::byte>(bytes.begin(), bytes.end());
+  });
+}
+
+void RecordReader::verify_crc(std::string_view name) const {
+  const zip::Entry& entry = state_->entry(name);
+  with_path(state_->path, [&] { state_->archive->verify_crc(entry); });
+}
 
 std::vector<RecordInfo> list_records(const std::filesystem::path& path,
                                      const LoadOptions& options) {
-  return with_path(path, [&] {
-    const auto file = common::MappedFile::open(path);
-    const auto archive = zip::Archive::parse(file.bytes(), options.limits);
-    std::vector<RecordInfo> records;
-    records.reserve(archive.entries().size());
-    for (const zip::Entry& entry : archive.entries()) {
-      if (options.verify_crc) archive.verify_crc(entry);
-      records.push_back({.name = entry.name,
-                         .payload_offset = entry.data_offset,
-                         .size = entry.uncompressed_size,
-                         .compressed_size = entry.compressed_size,
-                         .crc32 = entry.crc32,
-                         .is_compressed = entry.method != 0});
-    }
-    return records;
-  });
+  const auto reader = RecordReader::open(path, options);
+  if (options.verify_crc) {
+    for (const RecordInfo& record : reader.list())
+      reader.verify_crc(record.name);
+  }
+  const auto records = reader.list();
+  return {records.begin(), records.end()};
 }
 
 std::vector<std::byte> read_record(const std::filesystem::path& path, std::string_view name,
                                    const LoadOptions& options) {
-  return with_path(path, [&] {
-    const auto file = common::MappedFile::open(path);
-    const auto archive = zip::Archive::parse(file.bytes(), options.limits);
-    const auto record = archive.read(archive.at(name), options.verify_crc);
-    const auto bytes = record.bytes();
-    return std::vector<std::byte>(bytes.begin(), bytes.end());
-  });
+  return RecordReader::open(path, options).read(name);
 }
 
 }  // namespace pthload

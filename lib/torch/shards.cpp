@@ -11,6 +11,7 @@
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/index.hpp"
+#include "torch/access.hpp"
 #include "torch/open.hpp"
 #include "torch/state.hpp"
 
@@ -28,7 +29,7 @@ bool is_index_name(const fs::path& path) {
 // The storage's bytes as a range of its shard's file, so that placement, which reads ranges of
 // any file, needs no shard of its own. Zip records become ranges when stored (torch.save never
 // compresses them); a deflated one would need its shard's archive.
-void point_at_shard_file(detail::StorageState& storage,
+void point_at_shard_file(internal::StorageState& storage,
                          const std::shared_ptr<const common::MappedFile>& shard_file) {
   if (storage.record != nullptr) {
     const zip::Entry& record = *storage.record;
@@ -41,8 +42,8 @@ void point_at_shard_file(detail::StorageState& storage,
                                          record.name),
                              {.record = record.name});
     }
-    storage.file_range =
-        detail::FileRange{.offset = record.data_offset, .size = storage.nbytes, .file = shard_file};
+    storage.file_range = internal::FileRange{
+        .offset = record.data_offset, .size = storage.nbytes, .file = shard_file};
     storage.record = nullptr;
   } else if (storage.file_range && !storage.file_range->file) {
     storage.file_range->file = shard_file;
@@ -91,7 +92,7 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
 }
 
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
-  auto state = std::make_unique<detail::CheckpointState>();
+  auto state = std::make_unique<internal::CheckpointState>();
   state->path = index_path.string();
   try {
     state->file = std::make_shared<const common::MappedFile>(common::MappedFile::open(index_path));
@@ -111,7 +112,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
         auto file =
             std::make_shared<const common::MappedFile>(common::MappedFile::open(shard_path));
         Checkpoint part = open_mapped(file, shard_path.string(), options);
-        auto& part_state = part.state();
+        auto& part_state = internal::Access::state(part);
         if (format && *format != part_state.format) {
           throw FormatError(Errc::kShardMixedFormats,
                             fmt::format("this shard is a {} file, the shards before it {}",
@@ -131,7 +132,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
           ++found_in_shard[listed->first];
         }
         for (const auto& storage : part_state.storages) {
-          point_at_shard_file(storage->state(), file);
+          point_at_shard_file(internal::Access::state(*storage), file);
         }
         std::move(part_state.tensors.begin(), part_state.tensors.end(),
                   std::back_inserter(state->tensors));
@@ -166,7 +167,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
     if (e.context().path.empty()) e.context().path = state->path;
     throw;
   }
-  return Checkpoint(std::move(state));
+  return internal::Access::make_checkpoint(std::move(state));
 }
 
 }  // namespace pthload::torch

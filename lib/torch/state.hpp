@@ -20,7 +20,7 @@
 #include "pthload/tensor.hpp"
 #include "zip/archive.hpp"
 
-namespace pthload::detail {
+namespace pthload::internal {
 
 /// Device memory the device layer allocated (CUDA); the torch layer only holds it.
 class DeviceMemory {
@@ -116,4 +116,4 @@ struct CheckpointState {
   std::vector<const Storage*> metadata_storages;
 };
 
-}  // namespace pthload::detail
+}  // namespace pthload::internal

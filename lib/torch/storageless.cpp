@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/tensor_builder.hpp"
 
@@ -68,7 +69,8 @@ Tensor TensorBuilder::rebuild_wrapper_subclass(const Value& function, const Valu
     // 'xla:0' and the like: load() asks map_location, and refuses it without one.
   }
   Tensor tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
-  tensor.set_wrapper_subclass(
+  internal::Access::set_wrapper_subclass(
+      tensor,
       std::make_shared<const WrapperSubclass>(WrapperSubclass{
           .subclass = global_name(*items[0]), .location = std::move(location), .device = device}),
       offset);

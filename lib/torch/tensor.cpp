@@ -8,11 +8,13 @@
 #include "common/assert.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
 
-Storage::Storage(std::unique_ptr<detail::StorageState> state) noexcept : state_(std::move(state)) {}
+Storage::Storage(std::unique_ptr<internal::StorageState> state) noexcept
+    : state_(std::move(state)) {}
 Storage::~Storage() = default;
 
 std::string_view Storage::key() const noexcept {
@@ -34,14 +36,14 @@ Device Storage::device() const noexcept {
   return state_->device;
 }
 bool Storage::is_file_view() const noexcept {
-  return std::holds_alternative<detail::FileView>(state_->placement);
+  return std::holds_alternative<internal::FileView>(state_->placement);
 }
 bool Storage::is_in_pickle() const noexcept {
   return state_->in_pickle;
 }
 
 std::span<const std::byte> Storage::bytes() const {
-  const bool on_cpu = std::holds_alternative<detail::FileView>(state_->placement) ||
+  const bool on_cpu = std::holds_alternative<internal::FileView>(state_->placement) ||
                       std::holds_alternative<common::AlignedBuffer>(state_->placement);
   if (!on_cpu) {
     throw DeviceError(Errc::kDeviceNotOnCpu,
@@ -53,7 +55,8 @@ std::span<const std::byte> Storage::bytes() const {
 }
 
 const void* Storage::device_pointer() const noexcept {
-  if (const auto* memory = std::get_if<std::unique_ptr<detail::DeviceMemory>>(&state_->placement)) {
+  if (const auto* memory =
+          std::get_if<std::unique_ptr<internal::DeviceMemory>>(&state_->placement)) {
     return (*memory)->pointer();
   }
   return nullptr;
@@ -78,7 +81,7 @@ Tensor::Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
       storage_offset_(0),
       requires_grad_(requires_grad),
       layout_(layout),
-      sparse_parts_(std::move(parts)) {
+      parts_(std::move(parts)) {
   PTHLOAD_ASSERT(sizes.size() == strides.size());
   dims_.reserve(sizes.size() * 2);
   dims_.insert(dims_.end(), sizes.begin(), sizes.end());
@@ -90,7 +93,7 @@ Device Tensor::device() const noexcept {
   if (wrapper_subclass_) return wrapper_subclass_->device.value_or(Device::meta());
   // A sparse tensor is where its values are (the last part), a nested one where its components
   // are; a storage-less dense one is meta.
-  if (!sparse_parts_.empty()) return sparse_parts_.back().device();
+  if (!parts_.empty()) return parts_.back().device();
   return Device::meta();
 }
 
@@ -179,7 +182,7 @@ const std::byte* Tensor::data() const {
         fmt::format("a {} tensor has no data of its own{}", layout_name(layout_),
                     wrapper_subclass_             ? " (a wrapper subclass keeps no storage)"
                     : layout_ == Layout::kStrided ? " (it is on the meta device)"
-                                                  : ": its parts (sparse_parts()) hold it"));
+                                                  : ": its parts (Tensor::parts()) hold it"));
   }
   return storage_->bytes().data() +
          static_cast<std::size_t>(storage_offset_) * element_size(dtype_);
@@ -227,8 +230,8 @@ void check_shown_bytes(const Tensor& tensor, std::string_view what) {
   const std::uint64_t held = tensor.has_storage() ? tensor.storage().nbytes() : 0;
   if (shown > held && shown > kMaxOverlappingViewBytes) {
     ErrorContext where;
-    if (tensor.has_storage() && tensor.storage().state().record != nullptr) {
-      where.record = tensor.storage().state().record->name;
+    if (tensor.has_storage() && internal::Access::state(tensor.storage()).record != nullptr) {
+      where.record = internal::Access::state(tensor.storage()).record->name;
     }
     throw FormatError(Errc::kTorchLimitExceeded,
                       fmt::format("{}: the view shows {} bytes over a storage of {} bytes (it "

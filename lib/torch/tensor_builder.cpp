@@ -8,6 +8,7 @@
 
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/storage_types.hpp"
@@ -30,7 +31,7 @@ std::string text_of(const Value& value) {
 
 }  // namespace
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix,
+TensorBuilder::TensorBuilder(internal::CheckpointState& checkpoint, std::string data_prefix,
                              const Limits& limits)
     : checkpoint_(checkpoint), limits_(limits), data_prefix_(std::move(data_prefix)) {
   // A checkpoint has about one storage per record and a few tensors per storage.
@@ -39,7 +40,7 @@ TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, std::string da
   checkpoint_.storages.reserve(records);
 }
 
-TensorBuilder::TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy,
+TensorBuilder::TensorBuilder(internal::CheckpointState& checkpoint, const LegacyStorages& legacy,
                              const Limits& limits)
     : checkpoint_(checkpoint), limits_(limits), legacy_(&legacy) {}
 
@@ -217,15 +218,15 @@ StorageRef TensorBuilder::storage_of(const Value& persistent) {
                                   key, numel, dtype_name(*dtype), *nbytes, record_name,
                                   record->uncompressed_size));
   }
-  auto state = std::make_unique<detail::StorageState>();
+  auto state = std::make_unique<internal::StorageState>();
   state->key = std::move(key);
   state->location = text_of(*fields[3]);
   state->dtype = *dtype;
   state->numel = numel;
   state->nbytes = *nbytes;
   state->record = record;
-  if (checkpoint_.big_endian) state->swap_unit = detail::swap_unit_for(*dtype);
-  cached = std::make_shared<Storage>(std::move(state));
+  if (checkpoint_.big_endian) state->swap_unit = internal::swap_unit_for(*dtype);
+  cached = internal::Access::make_storage(std::move(state));
   checkpoint_.storages.push_back(cached);
   return {.storage = cached};
 }

@@ -26,9 +26,10 @@ class TensorBuilder {
   /// `data_prefix` is what storage keys are appended to ("model/data/"). `limits` (the caller's,
   /// which must outlive the builder) also bound the legacy streams nested in the pickle
   /// (torch.storage._load_from_bytes).
-  TensorBuilder(detail::CheckpointState& checkpoint, std::string data_prefix, const Limits& limits);
+  TensorBuilder(internal::CheckpointState& checkpoint, std::string data_prefix,
+                const Limits& limits);
   /// For a legacy stream: storages come from `legacy` (which must outlive the builder).
-  TensorBuilder(detail::CheckpointState& checkpoint, const LegacyStorages& legacy,
+  TensorBuilder(internal::CheckpointState& checkpoint, const LegacyStorages& legacy,
                 const Limits& limits);
 
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
@@ -65,11 +66,11 @@ class TensorBuilder {
   // numpy_tensors.cpp: tensors whose bytes are in the pickle (numpy arrays)
   std::optional<Tensor> numpy_tensor(const pickle::Value& value);
   Tensor rebuild_device_from_numpy(const pickle::Value& function, const pickle::Value& args);
-  detail::FileRange pickled_bytes(const NumpyArray& array);
-  std::shared_ptr<Storage> pickled_storage(Dtype dtype, detail::FileRange range, bool big_endian,
+  internal::FileRange pickled_bytes(const NumpyArray& array);
+  std::shared_ptr<Storage> pickled_storage(Dtype dtype, internal::FileRange range, bool big_endian,
                                            std::string location, bool follows_map_location);
 
-  detail::CheckpointState& checkpoint_;
+  internal::CheckpointState& checkpoint_;
   const Limits& limits_;
   std::string data_prefix_;
   const LegacyStorages* legacy_ = nullptr;

@@ -13,7 +13,7 @@
 
 namespace pthload::torch {
 
-void read_torchscript_constants(detail::CheckpointState& checkpoint,
+void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
                                 const LoadOptions& options) {
   try {

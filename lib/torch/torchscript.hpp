@@ -13,7 +13,7 @@ namespace pthload::torch {
 /// uses as constants, storages under `<top>/constants/`) and appends its tensors to
 /// checkpoint.tensors as `constants.<index>`. Its value tree is dropped afterwards: nothing of it
 /// outlives the tensors, which own their names and share their storages. Throws as open().
-void read_torchscript_constants(detail::CheckpointState& checkpoint,
+void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
                                 const LoadOptions& options);
 

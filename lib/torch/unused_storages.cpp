@@ -5,19 +5,21 @@
 #include <string>
 #include <vector>
 
+#include "torch/access.hpp"
+
 namespace pthload::torch {
 namespace {
 
 // By position in checkpoint.storages (StorageState::index): a set of 100 000 storage pointers
 // cost more than naming the tensors did.
 void mark_used(const Storage& storage, std::vector<bool>& used) {
-  const std::size_t index = storage.state().index;
+  const std::size_t index = internal::Access::state(storage).index;
   if (index < used.size()) used[index] = true;
 }
 
 // `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation each.
 void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const Tensor*>& pending) {
-  if (tensor.quantization() == nullptr && tensor.sparse_parts().empty()) {
+  if (tensor.quantization() == nullptr && tensor.parts().empty()) {
     if (tensor.has_storage()) mark_used(tensor.storage(), used);
     return;
   }
@@ -30,16 +32,16 @@ void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const 
       if (q->scales) pending.push_back(&*q->scales);
       if (q->zero_points) pending.push_back(&*q->zero_points);
     }
-    for (const Tensor& part : t.sparse_parts())
+    for (const Tensor& part : t.parts())
       pending.push_back(&part);
   }
 }
 
 }  // namespace
 
-void record_unused_storages(detail::CheckpointState& checkpoint) {
+void record_unused_storages(internal::CheckpointState& checkpoint) {
   for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
-    checkpoint.storages[i]->state().index = i;
+    internal::Access::state(*checkpoint.storages[i]).index = i;
   std::vector<bool> used(checkpoint.storages.size());
   for (const Storage* storage : checkpoint.metadata_storages)
     mark_used(*storage, used);
@@ -50,7 +52,7 @@ void record_unused_storages(detail::CheckpointState& checkpoint) {
   // Indexed like the archive's entries: whether a storage was made from the record.
   std::vector<bool> accounted(records);
   for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {
-    const detail::StorageState& state = checkpoint.storages[i]->state();
+    const internal::StorageState& state = internal::Access::state(*checkpoint.storages[i]);
     if (state.record != nullptr) {
       accounted[static_cast<std::size_t>(state.record - checkpoint.archive->entries().data())] =
           true;

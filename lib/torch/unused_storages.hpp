@@ -11,6 +11,6 @@ namespace pthload::torch {
 /// of checkpoint.tensors uses — directly, as a quantized tensor's per-channel parameters, as a
 /// part of a sparse or nested tensor, or as a nested tensor's metadata. In the order storages
 /// and records appear.
-void record_unused_storages(detail::CheckpointState& checkpoint);
+void record_unused_storages(internal::CheckpointState& checkpoint);
 
 }  // namespace pthload::torch

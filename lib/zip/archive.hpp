@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 #include "zip/end_records.hpp"
 #include "zip/entry.hpp"
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 #include "zip/end_records.hpp"
 #include "zip/entry.hpp"
 

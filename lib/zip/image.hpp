@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "common/mapped_file.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 #include "zip/entry.hpp"
 
 namespace pthload::zip {

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "common/aligned_buffer.hpp"
-#include "pthload/options.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::zip {
 

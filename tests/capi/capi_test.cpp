@@ -241,7 +241,7 @@ TEST_SUITE("fixtures") {
     CHECK(data >= bytes.data());
     CHECK(data < bytes.data() + bytes.size());
 
-    options.copy = 1;
+    options.copy_cpu_storages = 1;
     REQUIRE(pthload_load_bytes(bytes.data(), bytes.size(), &options, &raw) == PTHLOAD_OK);
     const CheckpointPtr copied(raw);
     const auto* copy =

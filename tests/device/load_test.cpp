@@ -154,7 +154,7 @@ TEST_CASE("device: map_location as a callable is called once per storage") {
 }
 
 TEST_CASE("device: a CUDA ordinal past the device count names the fix") {
-  pthload::detail::StorageState storage;
+  pthload::internal::StorageState storage;
   storage.key = "2";
   storage.location = "cuda:3";
   try {
@@ -175,7 +175,7 @@ TEST_CASE("device: copy mode gives owned aligned buffers equal to the views") {
   const auto file = tagged_checkpoint();
   const auto cpu = pthload::map_to("cpu");
   const auto views = pthload::load(file.path(), {.map_location = cpu});
-  const auto copies = pthload::load(file.path(), {.map_location = cpu, .copy = true});
+  const auto copies = pthload::load(file.path(), {.map_location = cpu, .copy_cpu_storages = true});
   for (std::size_t i = 0; i < views.storages().size(); ++i) {
     const auto& view = *views.storages()[i];
     const auto& copy = *copies.storages()[i];

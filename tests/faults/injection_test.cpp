@@ -154,7 +154,7 @@ struct Fixture {
 };
 
 LoadOptions options_for(const Fixture& fixture) {
-  LoadOptions options{.map_location = map_to("cpu"), .copy = true};
+  LoadOptions options{.map_location = map_to("cpu"), .copy_cpu_storages = true};
   options.io = fixture.io;
   return options;
 }

@@ -107,7 +107,7 @@ TEST_CASE("faults: a checkpoint written or truncated after open() is refused at 
   for (const bool copy : {false, true}) {
     Checkpoint checkpoint = open(file.path());
     std::filesystem::resize_file(file.path(), 4096);
-    CHECK(error_code_of([&] { device::place_storages(checkpoint, {.copy = copy}); }) ==
+    CHECK(error_code_of([&] { device::place_storages(checkpoint, {.copy_cpu_storages = copy}); }) ==
           Errc::kIoFileChanged);
     write_float_checkpoint(file.path(), 1024);
   }

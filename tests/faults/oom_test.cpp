@@ -20,7 +20,7 @@ TEST_CASE("faults: a host buffer that cannot be allocated is an OutOfMemoryError
   const TempPath file("oom.pt");
   write_float_checkpoint(file.path(), std::size_t{2} << 20);
   for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
-    LoadOptions options{.copy = true};
+    LoadOptions options{.copy_cpu_storages = true};
     options.io = io;
     common::fault_hooks::set_allocation_failure(fail_large);
     try {

@@ -51,7 +51,7 @@ TEST_CASE("threads: eight threads load one file at once (views, copies, io=read)
   const std::uint64_t expected = digest(load(file.path()));
   std::atomic<int> equal{0};
   on_threads([&](int i) {
-    LoadOptions options{.copy = i % 3 == 1};
+    LoadOptions options{.copy_cpu_storages = i % 3 == 1};
     if (i % 3 == 2) options.io = IoStrategy::kRead;
     if (digest(load(file.path(), options)) == expected) ++equal;
   });
@@ -61,7 +61,7 @@ TEST_CASE("threads: eight threads load one file at once (views, copies, io=read)
 TEST_CASE("threads: eight threads read one loaded Checkpoint") {
   const std::filesystem::path path = std::filesystem::path(PTHLOAD_FIXTURES_DIR) / "sample.pt";
   for (const bool copy : {false, true}) {
-    const Checkpoint checkpoint = load(path, {.copy = copy});
+    const Checkpoint checkpoint = load(path, {.copy_cpu_storages = copy});
     const std::uint64_t expected = digest(checkpoint);
     std::atomic<int> equal{0};
     on_threads([&](int) {

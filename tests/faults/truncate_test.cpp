@@ -94,7 +94,7 @@ TEST_CASE("faults: a checkpoint truncated during copy loads gives errors, never 
   write_float_checkpoint(master.path(), kElements);
 
   SUBCASE("io=read: the whole load") {
-    LoadOptions options{.copy = true};
+    LoadOptions options{.copy_cpu_storages = true};
     options.io = IoStrategy::kRead;
     const Outcome outcome = race(master.path(), path.path(), [&](const auto& go) {
       go();
@@ -110,7 +110,7 @@ TEST_CASE("faults: a checkpoint truncated during copy loads gives errors, never 
     const Outcome outcome = race(master.path(), path.path(), [&](const auto& go) {
       Checkpoint checkpoint = open(path.path());
       go();
-      device::place_storages(checkpoint, {.copy = true});
+      device::place_storages(checkpoint, {.copy_cpu_storages = true});
     });
     MESSAGE("io=map: " << outcome.loaded << " loads, " << outcome.errors << " errors");
     CHECK(outcome.loaded + outcome.errors == kRounds);

@@ -23,7 +23,7 @@ namespace pthload::test::hostile {
 inline LoadOptions cpu_options(bool copy) {
   LoadOptions options;
   options.map_location = map_to(Device::cpu());
-  options.copy = copy;
+  options.copy_cpu_storages = copy;
   return options;
 }
 

@@ -10,7 +10,7 @@
 #include "cases.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/pickle_writer.hpp"
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 
 using pthload::Errc;
 using pthload::test::float_record;

@@ -65,7 +65,7 @@ TEST_CASE("legacy: a storage view shares its root storage, offsets adjusted") {
   // only where floats may be read.
   const bool aligned = (text.size() - 24) % 4 == 0;
   for (const bool copy : {false, true}) {
-    const auto checkpoint = pthload::load(file.path(), {.copy = copy});
+    const auto checkpoint = pthload::load(file.path(), {.copy_cpu_storages = copy});
     CHECK(checkpoint.format() == pthload::Format::kLegacy);
     REQUIRE(checkpoint.tensors().size() == 2);
     CHECK(checkpoint.storages().size() == 1);
@@ -235,7 +235,7 @@ TEST_CASE("legacy: torch.storage._load_from_bytes reads the nested stream") {
     const auto file =
         file_of(stream(load_from_bytes_pickle(protocol2_bytes, storage_stream()), {}, ""));
     for (const bool copy : {false, true}) {
-      const auto checkpoint = pthload::load(file.path(), {.copy = copy});
+      const auto checkpoint = pthload::load(file.path(), {.copy_cpu_storages = copy});
       REQUIRE(checkpoint.tensors().size() == 2);
       CHECK(checkpoint.storages().size() == 1);
       CHECK(checkpoint.tensor("t").storage().key() == "140001");

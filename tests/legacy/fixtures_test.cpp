@@ -18,7 +18,8 @@ TEST_SUITE("fixtures") {
       INFO(entry.path().string());
       const auto cpu = pthload::map_to(pthload::Device::cpu());
       const auto views = pthload::load(entry.path(), {.map_location = cpu});
-      const auto copies = pthload::load(entry.path(), {.map_location = cpu, .copy = true});
+      const auto copies =
+          pthload::load(entry.path(), {.map_location = cpu, .copy_cpu_storages = true});
       CHECK(views.format() == pthload::Format::kLegacy);
       REQUIRE(views.tensors().size() == copies.tensors().size());
       CHECK(!views.tensors().empty());

@@ -89,7 +89,7 @@ TEST_CASE("safetensors: load() views the file where aligned, copies on request")
   CHECK(views.tensors()[0].tensor.storage().is_file_view());
   CHECK(floats_of(views.tensors()[0].tensor) == std::vector<float>{0, 1, 2, 3, 4, 5});
   CHECK(floats_of(views.tensors()[1].tensor) == std::vector<float>{6, 7});
-  const auto copies = pthload::load(file.path(), {.copy = true});
+  const auto copies = pthload::load(file.path(), {.copy_cpu_storages = true});
   CHECK_FALSE(copies.tensors()[1].tensor.storage().is_file_view());
   CHECK(floats_of(copies.tensors()[1].tensor) == std::vector<float>{6, 7});
   CHECK(copies.tensors()[1].tensor.content_checksum() ==

@@ -25,7 +25,7 @@ TEST_SUITE("fixtures") {
       ++files;
       INFO(entry.path().string());
       const auto views = pthload::load(entry.path());
-      const auto copies = pthload::load(entry.path(), {.copy = true});
+      const auto copies = pthload::load(entry.path(), {.copy_cpu_storages = true});
       CHECK(views.format() == pthload::Format::kSafetensors);
       REQUIRE(views.tensors().size() == copies.tensors().size());
       for (std::size_t i = 0; i < views.tensors().size(); ++i) {

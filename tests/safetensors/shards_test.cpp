@@ -218,7 +218,7 @@ TEST_SUITE("fixtures") {
           std::tuple{"bin", "pytorch_model.bin.index.json", pthload::Format::kZip}}) {
       INFO(folder);
       for (const bool copy : {false, true}) {
-        const auto from_folder = pthload::load(kFixtures / folder, {.copy = copy});
+        const auto from_folder = pthload::load(kFixtures / folder, {.copy_cpu_storages = copy});
         CHECK(from_folder.format() == format);
         CHECK(summary(from_folder) == whole);
         CHECK(from_folder.storages().size() == 8);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 
 namespace pthload::test {
 

@@ -202,7 +202,7 @@ TEST_CASE("torch: a sparse COO tensor is listed, then its indices and values") {
     CHECK_FALSE(sparse.tensor.has_storage());
     CHECK(sparse.tensor.dtype() == pthload::Dtype::kFloat32);
     CHECK(vec(sparse.tensor.sizes()) == std::vector<std::int64_t>{4, 5});
-    CHECK(sparse.tensor.sparse_parts().size() == 2);
+    CHECK(sparse.tensor.parts().size() == 2);
     CHECK(checkpoint.tensors()[1].name == "indices");
     CHECK(checkpoint.tensors()[2].name == "values");
     CHECK(error_code_of([&] { (void)sparse.tensor.content_checksum(); }) ==

@@ -6,7 +6,7 @@
 
 #include "support/error_code.hpp"
 #include "zip/archive.hpp"
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 
 using pthload::Errc;
 using pthload::test::error_code_of;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;

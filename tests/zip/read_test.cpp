@@ -7,7 +7,7 @@
 #include "support/error_code.hpp"
 #include "zip/archive.hpp"
 #include "zip/inflate.hpp"
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;

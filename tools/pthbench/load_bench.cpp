@@ -47,7 +47,7 @@ int bench_load(const Options& options) {
              (void)pthload::load(file, {.map_location = cpu});
            }));
     report("copy", file, file_bytes, time_runs(options.repetitions, [&] {
-             (void)pthload::load(file, {.map_location = cpu, .copy = true});
+             (void)pthload::load(file, {.map_location = cpu, .copy_cpu_storages = true});
            }));
     std::printf("%zu tensors\n", tensors);
   }

@@ -73,7 +73,7 @@ bool names_map_location(pthload::Errc code) {
 }
 
 int run_load(const LoadArgs& args) {
-  pthload::LoadOptions options{.copy = args.copy};
+  pthload::LoadOptions options{.copy_cpu_storages = args.copy};
   options.io = io_strategy(args.io);
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();

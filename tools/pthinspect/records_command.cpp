@@ -21,7 +21,13 @@ struct RecordsArgs {
 };
 
 int run_records(const RecordsArgs& args) {
-  const auto records = pthload::list_records(args.path, {.verify_crc = args.verify});
+  // One mapping and one central directory parse for the listing and every CRC check.
+  const auto reader = pthload::RecordReader::open(args.path);
+  const auto records = reader.list();
+  if (args.verify) {
+    for (const auto& r : records)
+      reader.verify_crc(r.name);
+  }
   if (args.json) {
     auto list = nlohmann::json::array();
     for (const auto& r : records) {

@@ -13,7 +13,7 @@ namespace {
 
 // The file a storage's bytes are in: the checkpoint's, or a nested legacy stream's.
 const std::shared_ptr<const common::MappedFile>& source_file(
-    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+    const internal::CheckpointState& checkpoint, const internal::StorageState& storage) {
   if (storage.file_range && storage.file_range->file) return storage.file_range->file;
   return checkpoint.file;
 }
@@ -21,7 +21,7 @@ const std::shared_ptr<const common::MappedFile>& source_file(
 // An owned copy of `view`, bytes of `file`, read with pread where `file` is a file: a file that
 // shrank under the load gives IoError here instead of SIGBUS in a memcpy from the mapping.
 common::AlignedBuffer owned_copy(const common::MappedFile& file, std::span<const std::byte> view,
-                                 const detail::StorageState& storage) {
+                                 const internal::StorageState& storage) {
   common::AlignedBuffer buffer(view.size());
   file.copy_out(
       view, buffer.span().first(view.size()),
@@ -31,7 +31,7 @@ common::AlignedBuffer owned_copy(const common::MappedFile& file, std::span<const
 
 // The record's bytes trimmed to the storage, either still in the file (a view) or owned.
 std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
-    const detail::CheckpointState& checkpoint, const detail::StorageState& storage) {
+    const internal::CheckpointState& checkpoint, const internal::StorageState& storage) {
   if (storage.record == nullptr) {
     // A legacy storage: its range was checked against its file when the stream was parsed.
     const auto offset = storage.file_range ? storage.file_range->offset : 0;
@@ -46,12 +46,12 @@ std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
 
 }  // namespace
 
-const common::MappedFile& storage_file(const detail::CheckpointState& checkpoint,
-                                       const detail::StorageState& storage) {
+const common::MappedFile& storage_file(const internal::CheckpointState& checkpoint,
+                                       const internal::StorageState& storage) {
   return *source_file(checkpoint, storage);
 }
 
-std::size_t view_alignment(const detail::StorageState& storage) noexcept {
+std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   // Enough for every element type up to complex128; an untyped (uint8) storage may hold any
   // dtype (_rebuild_tensor_v3), so it gets the largest.
   constexpr std::size_t kMaxAlignment = 16;
@@ -59,7 +59,7 @@ std::size_t view_alignment(const detail::StorageState& storage) noexcept {
   return std::min(element_size(storage.dtype), kMaxAlignment);
 }
 
-void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
+void place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
                   bool copy) {
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
@@ -69,7 +69,7 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
     const auto& file = *source_file(checkpoint, storage);
     // An io=read image's storage bytes may never have been read: always copied out.
     if (!copy && !swap && aligned && !file.has_holes()) {
-      storage.placement = detail::FileView{source_file(checkpoint, storage)};
+      storage.placement = internal::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *view;
       storage.device = Device::cpu();
       return;
@@ -84,8 +84,8 @@ void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageStat
   storage.device = Device::cpu();
 }
 
-std::span<const std::byte> stored_bytes(const detail::CheckpointState& checkpoint,
-                                        const detail::StorageState& storage,
+std::span<const std::byte> stored_bytes(const internal::CheckpointState& checkpoint,
+                                        const internal::StorageState& storage,
                                         common::AlignedBuffer& scratch) {
   auto bytes = read_record(checkpoint, storage);
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) return *view;

@@ -8,22 +8,22 @@ namespace pthload::device {
 /// The bytes of `storage`'s record as CPU memory: a view of the mapped file when `copy` is off
 /// and the record is stored, suitably aligned and needs no byte swap; otherwise an owned
 /// 64-byte aligned buffer (inflated, copied and/or byte-swapped). Sets placement and cpu_bytes.
-void place_on_cpu(const detail::CheckpointState& checkpoint, detail::StorageState& storage,
+void place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
                   bool copy);
 
 /// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
 /// to another device: a view of the file, or a buffer kept in `scratch` (an inflated record).
-[[nodiscard]] std::span<const std::byte> stored_bytes(const detail::CheckpointState& checkpoint,
-                                                      const detail::StorageState& storage,
+[[nodiscard]] std::span<const std::byte> stored_bytes(const internal::CheckpointState& checkpoint,
+                                                      const internal::StorageState& storage,
                                                       common::AlignedBuffer& scratch);
 
 /// The file `storage`'s bytes are in: the checkpoint's, a shard's, or a nested legacy stream's.
 /// Copies of its bytes go through its copy_out() (pread for files). Valid while `checkpoint` is.
-[[nodiscard]] const common::MappedFile& storage_file(const detail::CheckpointState& checkpoint,
-                                                     const detail::StorageState& storage);
+[[nodiscard]] const common::MappedFile& storage_file(const internal::CheckpointState& checkpoint,
+                                                     const internal::StorageState& storage);
 
 /// The alignment a view of `storage` needs: its elements' size (at most 16; 16 for an untyped
 /// storage, which may hold any dtype).
-[[nodiscard]] std::size_t view_alignment(const detail::StorageState& storage) noexcept;
+[[nodiscard]] std::size_t view_alignment(const internal::StorageState& storage) noexcept;
 
 }  // namespace pthload::device

@@ -1,5 +1,5 @@
 // Test helper: writes small zip archives the way torch (miniz) and other writers do (APPNOTE 4.3).
-#include "zip/zip_builder.hpp"
+#include "support/zip_builder.hpp"
 
 #include <libdeflate.h>
 

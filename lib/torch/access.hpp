@@ -1,0 +1,64 @@
+// The library's one way into the private members of the public types (fmt's friend-class way):
+// include/pthload/ declares internal::Access as a friend and nothing more, so users see no state
+// and no setters, and the torch and device layers reach them only here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/dtype.hpp"
+#include "pthload/tensor.hpp"
+#include "torch/state.hpp"
+
+namespace pthload::internal {
+
+struct Access {
+  /// The state behind a checkpoint or a storage; valid while it lives.
+  [[nodiscard]] static CheckpointState& state(Checkpoint& checkpoint) noexcept {
+    return *checkpoint.state_;
+  }
+  [[nodiscard]] static const CheckpointState& state(const Checkpoint& checkpoint) noexcept {
+    return *checkpoint.state_;
+  }
+  [[nodiscard]] static StorageState& state(Storage& storage) noexcept { return *storage.state_; }
+  [[nodiscard]] static const StorageState& state(const Storage& storage) noexcept {
+    return *storage.state_;
+  }
+
+  /// A checkpoint owning `state` (the torch layer's readers build one each).
+  [[nodiscard]] static Checkpoint make_checkpoint(std::unique_ptr<CheckpointState> state) noexcept {
+    return Checkpoint(std::move(state));
+  }
+  /// A shared storage owning `state`, in one allocation with its control block.
+  [[nodiscard]] static std::shared_ptr<Storage> make_storage(std::unique_ptr<StorageState> state) {
+    return std::make_shared<ConstructibleStorage>(std::move(state));
+  }
+
+  /// Marks a storage-less tensor as a wrapper subclass, with the storage_offset a wrapper keeps
+  /// without a storage (torch layer; the device layer replaces it once placed).
+  static void set_wrapper_subclass(Tensor& tensor, std::shared_ptr<const WrapperSubclass> wrapper,
+                                   std::int64_t storage_offset) noexcept {
+    tensor.wrapper_subclass_ = std::move(wrapper);
+    tensor.storage_offset_ = storage_offset;
+  }
+  /// The tensor's storage was converted to `dtype` (same elements, same geometry;
+  /// LoadOptions::floating_dtype, device layer).
+  static void set_dtype(Tensor& tensor, Dtype dtype) noexcept { tensor.dtype_ = dtype; }
+  /// Attaches the quantization torch's _rebuild_qtensor describes (torch layer).
+  static void set_quantization(Tensor& tensor,
+                               std::shared_ptr<const Quantization> quantization) noexcept {
+    tensor.quantization_ = std::move(quantization);
+  }
+
+ private:
+  // std::make_shared cannot call Storage's private constructor; this member class, which
+  // friendship lets construct its base, can.
+  struct ConstructibleStorage final : Storage {
+    explicit ConstructibleStorage(std::unique_ptr<StorageState> state) noexcept
+        : Storage(std::move(state)) {}
+  };
+};
+
+}  // namespace pthload::internal
