@@ -23,6 +23,9 @@ enum class Errc : int {
   kIoReadFailed = 101,
   kIoStatFailed = 102,
   kIoFileTooLarge = 103,
+  kOutOfMemory = 104,      ///< an allocation failed: the message names what and how many bytes
+  kIoFileChanged = 105,    ///< the file is not the one opened (size, mtime, inode or device)
+  kIoUnexpectedEof = 106,  ///< a read met the end of a file that has shrunk
 
   // 2xx: the zip container.
   kZipNotAnArchive = 200,
@@ -191,6 +194,13 @@ class PTHLOAD_API UnsupportedError : public Error {
 
 /// The operating system refused a file operation; the message carries errno's text.
 class PTHLOAD_API IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Memory ran out (kOutOfMemory): the message names what was being read or placed (storage,
+/// record) and how many bytes were asked for. Everything the failed call allocated is freed.
+class PTHLOAD_API OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };

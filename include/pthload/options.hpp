@@ -57,6 +57,20 @@ struct CudaOptions {
   std::function<void(std::uint64_t placed, std::uint64_t total)> progress;
 };
 
+/// How a checkpoint file's bytes are read (LoadOptions::io).
+enum class IoStrategy {
+  /// Memory-map the file. CPU storages may be zero-copy views of the mapping; every copy
+  /// (LoadOptions::copy, CUDA staging, conversions) is read with pread, so a file truncated
+  /// while it is copied gives IoError, not SIGBUS. A view of a file truncated afterwards raises
+  /// SIGBUS when its bytes are touched, as torch.load(mmap=True) and safetensors do.
+  kMap,
+  /// Never map the file: its structure (zip index, pickles) is read with pread into owned
+  /// memory and every storage is an owned copy read with pread (no views), so a file that
+  /// shrinks or fails to read at any point of the load gives IoError. For network filesystems
+  /// and files that other processes may rewrite. Legacy and safetensors files are read whole.
+  kRead,
+};
+
 /// Options for reading a checkpoint. An aggregate: `load(p, {.map_location = map_to("cpu")})`.
 struct LoadOptions {
   /// Where each storage goes (see map_to, map_dict, or any callable). Empty: where its location
@@ -100,6 +114,9 @@ struct LoadOptions {
   std::vector<std::string> only{};
   std::vector<std::string> exclude{};
   std::function<bool(std::string_view name)> filter{};
+  // How bytes are read (issue 18).
+  /// Map the file (views possible) or read it with pread (owned copies only); see IoStrategy.
+  IoStrategy io = IoStrategy::kMap;
 };
 
 }  // namespace pthload

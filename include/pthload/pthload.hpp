@@ -1,4 +1,21 @@
 // pthload: read PyTorch checkpoints without PyTorch or Python. The umbrella header.
+//
+// Threads. pthload keeps no global state (only the fault injection hooks of its tests), so:
+// - load() and open() may run on any number of threads at once, of one file or of many.
+// - A loaded Checkpoint, and the Tensors and Storages it hands out, may be read from many threads
+//   at once without locking: every const member function only reads. Tensor copies share their
+//   Storage through std::shared_ptr, whose count is atomic, so they may move between threads.
+// - A Checkpoint must not be changed (Checkpoint::to(), a load into it, assignment, destruction)
+//   while any other thread uses it or its bytes: the caller serialises those.
+// The `threads` test suite checks these rules under ThreadSanitizer in CI.
+//
+// Files that change. LoadOptions::io says how bytes are read. With the default (a mapping),
+// copies — owned CPU copies, CUDA staging, conversions — are read with pread, so a file
+// truncated during them gives IoError; a zero-copy view stays a view of the mapping, and
+// touching it after the file was truncated raises SIGBUS, as with torch.load(mmap=True) and
+// safetensors. load() refuses (IoError kIoFileChanged) a file written or truncated between
+// open() and placement. With IoStrategy::kRead the file is never mapped: no truncation at any
+// point of a load can raise a signal.
 #pragma once
 
 #include "pthload/checkpoint.hpp"

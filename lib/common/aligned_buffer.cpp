@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/fault_hooks.hpp"
+
 namespace pthload::common {
 namespace {
 
@@ -22,7 +24,8 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
   // not waste up to 2 MiB at its end. A zero-size buffer still gets memory, so data() is never
   // null for a live buffer.
   void* memory = nullptr;
-  if (::posix_memalign(&memory, alignment, size == 0 ? alignment : size) != 0) {
+  if (fault_hooks::allocation_fails(size) ||
+      ::posix_memalign(&memory, alignment, size == 0 ? alignment : size) != 0) {
     throw std::bad_alloc();
   }
   storage_.reset(static_cast<std::byte*>(memory));

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/assert.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::common {
@@ -27,6 +29,7 @@ class FileDescriptor {
     if (fd_ >= 0) ::close(fd_);
   }
   [[nodiscard]] int get() const noexcept { return fd_; }
+  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -70,7 +73,7 @@ AlignedBuffer read_all(int fd, const std::filesystem::path& path, std::uint64_t 
 }  // namespace
 
 MappedFile MappedFile::open(const std::filesystem::path& path, std::uint64_t max_read_bytes) {
-  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_errno(Errc::kIoOpenFailed, "cannot open", path, errno);
 
   struct stat info {};
@@ -83,6 +86,9 @@ MappedFile MappedFile::open(const std::filesystem::path& path, std::uint64_t max
     if (address != MAP_FAILED) {
       file.owner_ = Mapping{address, length};
       file.bytes_ = {static_cast<const std::byte*>(address), length};
+      // The descriptor stays open: copies read through it (copy_out), not through the mapping.
+      const FileIdentity identity = identity_of(fd.get(), path.string());
+      file.reader_ = std::make_shared<const FileReader>(fd.release(), path.string(), identity);
       return file;
     }
     // Some filesystems (FUSE, /proc) refuse mmap; reading still works there.
@@ -96,6 +102,62 @@ MappedFile MappedFile::open(const std::filesystem::path& path, std::uint64_t max
   auto& buffer = file.owner_.emplace<AlignedBuffer>(read_all(fd.get(), path, max_read_bytes));
   file.bytes_ = buffer.span();
   return file;
+}
+
+MappedFile MappedFile::image(std::shared_ptr<const FileReader> reader) {
+  MappedFile file;
+  const std::uint64_t size = reader->identity().size;
+  if (size > 0) {
+    // Anonymous and unreserved: pages cost memory only once a fill() writes them; holes read as
+    // the shared zero page.
+    void* address = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (address == MAP_FAILED) {
+      throw OutOfMemoryError(
+          Errc::kOutOfMemory,
+          fmt::format("out of memory: no address space for an image of the file ({} bytes)", size),
+          {.path = reader->path()});
+    }
+    file.owner_ = Image{address, static_cast<std::size_t>(size)};
+    file.bytes_ = {static_cast<const std::byte*>(address), static_cast<std::size_t>(size)};
+  }
+  file.reader_ = std::move(reader);
+  return file;
+}
+
+void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
+  const auto* image = std::get_if<Image>(&owner_);
+  PTHLOAD_ASSERT(image != nullptr);
+  if (image == nullptr || offset >= bytes_.size()) return;
+  size = std::min<std::uint64_t>(size, bytes_.size() - offset);
+  // The image is this object's own writable memory; bytes_ is const only for its readers.
+  auto* target = static_cast<std::byte*>(image->address) + offset;
+  reader_->read_at(offset, {target, static_cast<std::size_t>(size)});
+}
+
+void MappedFile::fill_all() {
+  fill(0, bytes_.size());
+  complete_ = true;
+}
+
+void MappedFile::copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
+                          std::string_view record) const {
+  PTHLOAD_ASSERT(range.size() == destination.size());
+  if (range.empty()) return;
+  const bool inside =
+      range.data() >= bytes_.data() && range.data() + range.size() <= bytes_.data() + bytes_.size();
+  const bool from_file =
+      inside && reader_ != nullptr &&
+      (std::holds_alternative<Mapping>(owner_) || std::holds_alternative<Image>(owner_));
+  if (from_file) {
+    reader_->read_at(static_cast<std::uint64_t>(range.data() - bytes_.data()), destination, record);
+    return;
+  }
+  std::memcpy(destination.data(), range.data(), range.size());
+}
+
+void MappedFile::check_unchanged() const {
+  if (reader_ != nullptr) reader_->check_unchanged();
 }
 
 MappedFile MappedFile::from_bytes(std::span<const std::byte> bytes) {
@@ -114,13 +176,17 @@ MappedFile MappedFile::borrow(std::span<const std::byte> bytes) noexcept {
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : owner_(std::exchange(other.owner_, std::monostate{})),
-      bytes_(std::exchange(other.bytes_, {})) {}
+      bytes_(std::exchange(other.bytes_, {})),
+      reader_(std::move(other.reader_)),
+      complete_(std::exchange(other.complete_, false)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     release();
     owner_ = std::exchange(other.owner_, std::monostate{});
     bytes_ = std::exchange(other.bytes_, {});
+    reader_ = std::move(other.reader_);
+    complete_ = std::exchange(other.complete_, false);
   }
   return *this;
 }
@@ -131,8 +197,11 @@ MappedFile::~MappedFile() {
 
 void MappedFile::release() noexcept {
   if (auto* mapping = std::get_if<Mapping>(&owner_)) ::munmap(mapping->address, mapping->length);
+  if (auto* image = std::get_if<Image>(&owner_)) ::munmap(image->address, image->length);
   owner_ = std::monostate{};
   bytes_ = {};
+  reader_.reset();
+  complete_ = false;
 }
 
 }  // namespace pthload::common

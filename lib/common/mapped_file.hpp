@@ -1,20 +1,30 @@
-// A file's bytes, memory-mapped read-only, or read into memory where mapping is impossible.
+// A file's bytes, memory-mapped read-only, or read into memory where mapping is impossible, or an
+// image of the file read with pread (io=read): the one interface that supplies a checkpoint's
+// bytes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <span>
+#include <string_view>
 #include <variant>
 
 #include "common/aligned_buffer.hpp"
+#include "common/file_reader.hpp"
 
 namespace pthload::common {
 
 /// The whole content of one file. Regular files are mapped (MAP_PRIVATE, PROT_READ): nothing is
 /// read until touched. Pipes, character devices and anything mmap refuses are read with read()
-/// into an owned 64-byte aligned buffer. Move-only; bytes() stays valid while the object lives.
+/// into an owned 64-byte aligned buffer. An image() is owned memory the size of the file into
+/// which parts of it are read with pread; the parts never read (large storages) are holes that
+/// read as zeros and cost no memory. Move-only; bytes() stays valid while the object lives.
+///
+/// A mapping's bytes raise SIGBUS when touched after the file shrank under them; copy_out()
+/// reads with pread instead, so copies of a file that shrinks end in an IoError.
 class MappedFile {
  public:
   /// Opens `path`. A read fallback stops with IoError(kIoFileTooLarge) past `max_read_bytes`,
@@ -31,6 +41,10 @@ class MappedFile {
   /// unchanged while this object, or anything holding it, lives (open() and load() over memory).
   [[nodiscard]] static MappedFile borrow(std::span<const std::byte> bytes) noexcept;
 
+  /// An image of the file `reader` opened, with nothing read yet (all holes). Parts are read
+  /// with fill(). Throws OutOfMemoryError when the address space cannot hold it.
+  [[nodiscard]] static MappedFile image(std::shared_ptr<const FileReader> reader);
+
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
   MappedFile(const MappedFile&) = delete;
@@ -41,17 +55,48 @@ class MappedFile {
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
   /// Whether the bytes are a mapping (zero-copy) rather than a buffer that was read.
   [[nodiscard]] bool is_mapped() const noexcept { return std::holds_alternative<Mapping>(owner_); }
+  /// Whether this is an image() that may have holes: its bytes are only valid where filled, so
+  /// storages are copied out of it with copy_out(), never viewed.
+  [[nodiscard]] bool has_holes() const noexcept {
+    return std::holds_alternative<Image>(owner_) && !complete_;
+  }
+
+  /// Reads [offset, offset + size) of an image() from the file (clamped to the file's size
+  /// at open). Only while the image is being built, before anyone else reads it: it writes the
+  /// image's bytes. Throws what FileReader::read_at throws.
+  void fill(std::uint64_t offset, std::uint64_t size) const;
+  /// Reads the whole file into an image(); it has no holes afterwards.
+  void fill_all();
+
+  /// Copies `range` into `destination` (of the same size): with pread from the file when this
+  /// is a mapping or an image and `range` lies in bytes() (a file that shrank gives IoError,
+  /// never SIGBUS), else from memory. `record` names the bytes in errors.
+  void copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
+                std::string_view record = {}) const;
+
+  /// Throws IoError kIoFileChanged when the file was written or truncated since it was opened
+  /// (see FileReader::check_unchanged); nothing for bytes that came from memory.
+  void check_unchanged() const;
+  /// The open file behind a mapping or an image; nullptr for memory and pipes.
+  [[nodiscard]] const FileReader* reader() const noexcept { return reader_.get(); }
 
  private:
   struct Mapping {
     void* address = nullptr;
     std::size_t length = 0;
   };
+  struct Image {
+    void* address = nullptr;
+    std::size_t length = 0;
+  };
   MappedFile() = default;
   void release() noexcept;
 
-  std::variant<std::monostate, Mapping, AlignedBuffer> owner_;  // monostate: borrowed or empty
+  // monostate: borrowed or empty
+  std::variant<std::monostate, Mapping, AlignedBuffer, Image> owner_;
   std::span<const std::byte> bytes_;
+  std::shared_ptr<const FileReader> reader_;  // a mapping's or an image's file, for pread
+  bool complete_ = false;                     // an image with every byte read
 };
 
 }  // namespace pthload::common

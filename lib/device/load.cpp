@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 #include <unordered_set>
 
 #include "device/backend.hpp"
@@ -87,9 +88,10 @@ void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOp
                 [&](const NamedTensor& named) { return skipped.contains(&named.tensor); });
 }
 
-// Tells the device layer's errors which storage and record they are about.
+// Tells the device layer's errors which storage and record they are about; memory that runs out
+// placing it becomes an OutOfMemoryError saying what and how much.
 template <typename Body>
-void about(const internal::StorageState& storage, Body&& body) {
+void about(const internal::StorageState& storage, const Device& device, Body&& body) {
   try {
     body();
   } catch (Error& e) {
@@ -97,6 +99,12 @@ void about(const internal::StorageState& storage, Body&& body) {
       e.context().record = storage.record->name;
     }
     throw;
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(
+        Errc::kOutOfMemory,
+        fmt::format("out of memory placing storage '{}' ({} bytes) on {}", storage.key,
+                    storage.nbytes, device.to_string()),
+        {.record = storage.record != nullptr ? storage.record->name : std::string()});
   }
 }
 
@@ -108,6 +116,9 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
                     const std::shared_ptr<Backend>& backend, PipelineReport* report) {
   auto& state = internal::Access::state(checkpoint);
   try {
+    // The index and pickle were read at open(); a file written or truncated since would mix
+    // them with other bytes, and views of a truncated mapping would raise SIGBUS later.
+    if (state.file) state.file->check_unchanged();
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
     std::vector<std::pair<internal::StorageState*, Device>> plan;
@@ -153,7 +164,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
       internal::StorageState* const storage_state = planned.first;
       const Device device = planned.second;
-      about(*storage_state, [&] {
+      about(*storage_state, device, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
             place_on_cpu(state, *storage_state, options.copy_cpu_storages);
@@ -171,11 +182,15 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
             const auto file = state.file ? state.file->bytes() : std::span<const std::byte>();
             const bool in_file = !file.empty() && bytes.data() >= file.data() &&
                                  bytes.data() + bytes.size() <= file.data() + file.size();
+            // Staging reads go through the storage's file (pread where it is one).
+            const common::MappedFile* reader =
+                buffer.size() > 0 ? nullptr : &storage_file(state, *storage_state);
             if (buffer.size() > 0) scratch.push_back(std::move(buffer));
             jobs.push_back({.storage = storage_state,
                             .device = device.index,
                             .source = bytes,
                             .file = in_file ? file : std::span<const std::byte>(),
+                            .reader = reader,
                             .swap_unit = storage_state->swap_unit,
                             .alignment = view_alignment(*storage_state)});
             job_storages.push_back(storage_state);
@@ -203,15 +218,25 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
 }  // namespace device
 
 Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
-  Checkpoint checkpoint = open(path, options);
-  device::place_storages(checkpoint, options, device::cuda_backend());
-  return checkpoint;
+  try {
+    Checkpoint checkpoint = open(path, options);
+    device::place_storages(checkpoint, options, device::cuda_backend());
+    return checkpoint;
+  } catch (const std::bad_alloc&) {
+    // What open() and place_storages() did not name: the path, the shard index, a thread.
+    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while loading",
+                           {.path = path.string()});
+  }
 }
 
 Checkpoint load(std::span<const std::byte> bytes, const LoadOptions& options) {
-  Checkpoint checkpoint = open(bytes, options);
-  device::place_storages(checkpoint, options);
-  return checkpoint;
+  try {
+    Checkpoint checkpoint = open(bytes, options);
+    device::place_storages(checkpoint, options);
+    return checkpoint;
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while loading", {.path = "<memory>"});
+  }
 }
 
 }  // namespace pthload

@@ -119,6 +119,7 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
                     .device = device.index,
                     .source = bytes,
                     .file = file_view ? file : std::span<const std::byte>(),
+                    .reader = file_view ? state.file.get() : nullptr,
                     .swap_unit = 1,
                     .alignment = view_alignment(s)});
     moved.push_back(&s);

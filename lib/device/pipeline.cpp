@@ -38,7 +38,8 @@ struct Allocation {
   int device = 0;
   std::uint64_t file_begin = 0;  // an arena: where in the file its first byte is
   std::size_t bytes = 0;
-  const std::byte* source = nullptr;  // the host bytes copied into it, all `bytes` of them
+  const std::byte* source = nullptr;           // the host bytes copied into it, all `bytes` of them
+  const common::MappedFile* reader = nullptr;  // reads `source` (pread), or nullptr: memory
   std::vector<std::size_t> jobs;
   std::vector<std::size_t> offsets;  // of each job in the allocation
   bool is_arena = false;
@@ -90,6 +91,7 @@ std::vector<Allocation> lay_out(std::span<const DeviceJob> jobs, const CudaOptio
                              .file_begin = arena_begin,
                              .bytes = static_cast<std::size_t>(end - arena_begin),
                              .source = job.file.data() + arena_begin,
+                             .reader = job.reader,
                              .jobs = {i},
                              .offsets = {static_cast<std::size_t>(begin - arena_begin)}});
       continue;
@@ -97,6 +99,7 @@ std::vector<Allocation> lay_out(std::span<const DeviceJob> jobs, const CudaOptio
     allocations.push_back({.device = job.device,
                            .bytes = job.source.size(),
                            .source = job.source.data(),
+                           .reader = job.reader,
                            .jobs = {i},
                            .offsets = {0}});
   }
@@ -121,6 +124,7 @@ void prefault(const std::byte* source, std::size_t bytes) {
 
 struct Chunk {
   const std::byte* source;
+  const common::MappedFile* reader;
   std::byte* destination;
   std::size_t bytes;
   int device;
@@ -256,8 +260,8 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
         storage_bytes += std::min(end, at + bytes) - std::max(begin, at);
         if (end <= at + bytes) member = m + 1;
       }
-      chunks.push_back({allocation.source + at, allocation.block->data() + at, bytes,
-                        allocation.device, a, storage_bytes});
+      chunks.push_back({allocation.source + at, allocation.reader, allocation.block->data() + at,
+                        bytes, allocation.device, a, storage_bytes});
       ++chunks_per_device[allocation.device];
       largest_chunk = std::max(largest_chunk, bytes);
     }
@@ -321,8 +325,13 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
                [&] {
                  if (slot->in_flight) backend->wait_event(slot->event);
                  slot->in_flight = false;
-                 prefault(chunk.source, chunk.bytes);
-                 std::memcpy(slot->buffer, chunk.source, chunk.bytes);
+                 if (chunk.reader != nullptr) {
+                   // pread, not the mapping: a file that shrank gives IoError, not SIGBUS.
+                   chunk.reader->copy_out({chunk.source, chunk.bytes}, {slot->buffer, chunk.bytes});
+                 } else {
+                   prefault(chunk.source, chunk.bytes);
+                   std::memcpy(slot->buffer, chunk.source, chunk.bytes);
+                 }
                  backend->copy_to_device(chunk.destination, slot->buffer, chunk.bytes, stream);
                  slot->in_flight = true;
                  backend->record_event(slot->event, stream);

@@ -84,6 +84,9 @@ struct DeviceJob {
   /// arenas, whose copies read the file's bytes between storages too. Empty otherwise (an
   /// inflated record, a CPU storage being moved).
   std::span<const std::byte> file;
+  /// What reads `source` (and an arena's bytes of `file`) into staging: pread for a mapped
+  /// file, so a file that shrinks gives IoError, not SIGBUS. nullptr: plain memory.
+  const common::MappedFile* reader = nullptr;
   /// Multi-byte elements to swap on the device in units of this many bytes (1: none).
   std::size_t swap_unit = 1;
   /// The alignment the storage's elements need on the device.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <new>
 
 #include "common/mapped_file.hpp"
 #include "legacy/stream.hpp"
@@ -17,6 +18,7 @@
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
 #include "torch/other_formats.hpp"
+#include "torch/read_image.hpp"
 #include "torch/select.hpp"
 #include "torch/shards.hpp"
 #include "torch/state.hpp"
@@ -234,6 +236,12 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state->path;
     throw;
+  } catch (const std::bad_alloc&) {
+    // The pickle's values, the arena, inflated records: what open() reads before any storage.
+    throw OutOfMemoryError(Errc::kOutOfMemory,
+                           "out of memory while reading the checkpoint's structure (index, "
+                           "pickle, records)",
+                           {.path = state->path});
   }
   return internal::Access::make_checkpoint(std::move(state));
 }
@@ -241,19 +249,28 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 }  // namespace torch
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
-  // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
-  // (It applies options' select, renames and filters itself, shard by shard.)
-  if (const auto index = torch::shard_index_of(path)) return torch::open_sharded(*index, options);
-  std::shared_ptr<const common::MappedFile> file;
   try {
-    file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = path.string();
-    throw;
+    // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
+    // (It applies options' select, renames and filters itself, shard by shard.)
+    if (const auto index = torch::shard_index_of(path)) {
+      return torch::open_sharded(*index, options);
+    }
+    std::shared_ptr<const common::MappedFile> file;
+    try {
+      file = options.io == IoStrategy::kRead
+                 ? torch::read_file_image(path, options.limits)
+                 : std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+    } catch (Error& e) {
+      if (e.context().path.empty()) e.context().path = path.string();
+      throw;
+    }
+    auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
+    torch::choose_tensors(internal::Access::state(checkpoint), options);
+    return checkpoint;
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while opening",
+                           {.path = path.string()});
   }
-  auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
-  torch::choose_tensors(internal::Access::state(checkpoint), options);
-  return checkpoint;
 }
 
 Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {

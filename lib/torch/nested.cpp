@@ -54,6 +54,11 @@ Int64Values read_int64_values(const internal::CheckpointState& checkpoint, const
   if (storage.record != nullptr) {
     record.emplace(checkpoint.archive->read(*storage.record));
     bytes = record->bytes();
+    // An io=read image leaves large storage records unread; these values are needed now.
+    if (record->is_view() && checkpoint.file->has_holes()) {
+      checkpoint.file->fill(
+          static_cast<std::uint64_t>(bytes.data() - checkpoint.file->bytes().data()), bytes.size());
+    }
     result.record = storage.record->name;
     result.first_offset = start;
   } else if (storage.file_range) {

@@ -16,6 +16,7 @@
 
 #include "choose.hpp"
 #include "commands.hpp"
+#include "io_option.hpp"
 #include "output.hpp"
 
 namespace pthinspect {
@@ -26,6 +27,7 @@ struct LoadArgs {
   std::string map_location;
   bool copy = false;
   ChooseArgs choose;
+  std::string io = "map";
 };
 
 // "cpu" or "cuda:0": every storage there; "cuda:1=cuda:0,cuda:2=cpu": tags renamed.
@@ -75,6 +77,7 @@ bool names_map_location(pthload::Errc code) {
 int run_load(const LoadArgs& args) {
   pthload::LoadOptions options{.copy_cpu_storages = args.copy};
   apply_choose_options(args.choose, options);
+  options.io = io_strategy(args.io);
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();
   const auto start = std::chrono::steady_clock::now();
@@ -120,6 +123,7 @@ Command add_load_command(CLI::App& app) {
                   "TAG=DEVICE[,TAG=DEVICE...]");
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
   add_choose_options(*cmd, args->choose);
+  add_io_option(*cmd, args->io);
   return {cmd, [args] { return run_load(*args); }};
 }
 

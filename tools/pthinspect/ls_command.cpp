@@ -12,6 +12,7 @@
 
 #include "choose.hpp"
 #include "commands.hpp"
+#include "io_option.hpp"
 #include "output.hpp"
 
 namespace pthinspect {
@@ -22,6 +23,7 @@ struct LsArgs {
   bool json = false;
   bool checksum = false;
   ChooseArgs choose;
+  std::string io = "map";
 };
 
 // The saved tag: a storage's, a wrapper subclass's device, "meta" for a meta tensor.
@@ -110,6 +112,7 @@ int run_ls(const LsArgs& args) {
   pthload::LoadOptions options;
   apply_choose_options(args.choose, options);
   if (args.checksum) options.map_location = pthload::map_to("cpu");
+  options.io = io_strategy(args.io);
   const pthload::Checkpoint checkpoint =
       args.checksum ? pthload::load(args.path, options) : pthload::open(args.path, options);
   if (args.json) {
@@ -173,6 +176,7 @@ Command add_ls_command(CLI::App& app) {
   cmd->add_flag("--checksum", args->checksum,
                 "add each tensor's XXH3-64 over its elements (reads the data)");
   add_choose_options(*cmd, args->choose);
+  add_io_option(*cmd, args->io);
   return {cmd, [args] { return run_ls(*args); }};
 }
 

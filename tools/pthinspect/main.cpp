@@ -1,6 +1,7 @@
 // pthinspect: inspect PyTorch checkpoints from the shell, built on pthload's public API alone.
 #include <exception>
 #include <iostream>
+#include <new>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -17,7 +18,17 @@ constexpr const char* kExitCodes = R"(Exit status:
      differ; scan: a file holds globals pthload keeps opaque (unknown)
   2  usage error; diff: trouble reading a file; scan: a file is dangerous
   3  scan: a file is not a checkpoint at all; any command: internal error
-  4  globals --fail-on-opaque: an opaque global was found)";
+  4  globals --fail-on-opaque: an opaque global was found
+  5  any command: memory ran out (host memory, or device memory for a GPU load); the
+     message names what was being read or placed and how many bytes)";
+
+// Host memory (OutOfMemoryError, or a bad_alloc in pthinspect itself) or device memory.
+bool is_out_of_memory(const pthload::Error& e) {
+  return dynamic_cast<const pthload::OutOfMemoryError*>(&e) != nullptr ||
+         e.code() == pthload::Errc::kDeviceAllocationFailed;
+}
+
+constexpr int kOutOfMemoryStatus = 5;
 
 }  // namespace
 
@@ -44,10 +55,13 @@ int main(int argc, char** argv) {
       return command.run();
     } catch (const pthload::Error& e) {
       std::cerr << "pthinspect: error: " << e.what() << '\n';
-      return command.error_status;
+      return is_out_of_memory(e) ? kOutOfMemoryStatus : command.error_status;
     } catch (const pthinspect::CliError& e) {
       std::cerr << "pthinspect: error: " << e.what() << '\n';
       return command.error_status;
+    } catch (const std::bad_alloc&) {
+      std::cerr << "pthinspect: error: out of memory\n";
+      return kOutOfMemoryStatus;
     } catch (const std::exception& e) {
       std::cerr << "pthinspect: internal error: " << e.what() << '\n';
       return 3;

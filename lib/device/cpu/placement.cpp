@@ -3,44 +3,30 @@
 // sit at any offset: they are views when their address suits the element type, else copies.
 #include "device/cpu/placement.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
+#include <string_view>
 
 #include "device/cpu/kernels.hpp"
 
 namespace pthload::device {
 namespace {
 
-// Asks the kernel to map a large source range in one call: faulting a 1 GB record in 4 KiB at a
-// time costs more than copying it. Advice only; older kernels refuse MADV_POPULATE_READ.
-void prefault(std::span<const std::byte> bytes) {
-#ifdef MADV_POPULATE_READ
-  constexpr std::size_t kWorthIt = std::size_t{1} << 20;
-  if (bytes.size() < kWorthIt) return;
-  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) / page * page;
-  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
-#else
-  (void)bytes;
-#endif
-}
-
-common::AlignedBuffer owned_copy(std::span<const std::byte> bytes) {
-  prefault(bytes);
-  common::AlignedBuffer buffer(bytes.size());
-  if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
-  return buffer;
-}
-
 // The file a storage's bytes are in: the checkpoint's, or a nested legacy stream's.
 const std::shared_ptr<const common::MappedFile>& source_file(
     const internal::CheckpointState& checkpoint, const internal::StorageState& storage) {
   if (storage.file_range && storage.file_range->file) return storage.file_range->file;
   return checkpoint.file;
+}
+
+// An owned copy of `view`, bytes of `file`, read with pread where `file` is a file: a file that
+// shrank under the load gives IoError here instead of SIGBUS in a memcpy from the mapping.
+common::AlignedBuffer owned_copy(const common::MappedFile& file, std::span<const std::byte> view,
+                                 const internal::StorageState& storage) {
+  common::AlignedBuffer buffer(view.size());
+  file.copy_out(
+      view, buffer.span().first(view.size()),
+      storage.record != nullptr ? std::string_view(storage.record->name) : std::string_view());
+  return buffer;
 }
 
 // The record's bytes trimmed to the storage, either still in the file (a view) or owned.
@@ -60,6 +46,11 @@ std::variant<std::span<const std::byte>, common::AlignedBuffer> read_record(
 
 }  // namespace
 
+const common::MappedFile& storage_file(const internal::CheckpointState& checkpoint,
+                                       const internal::StorageState& storage) {
+  return *source_file(checkpoint, storage);
+}
+
 std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   // Enough for every element type up to complex128; an untyped (uint8) storage may hold any
   // dtype (_rebuild_tensor_v3), so it gets the largest.
@@ -75,13 +66,15 @@ void place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
     const bool aligned =
         reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
-    if (!copy && !swap && aligned) {
+    const auto& file = *source_file(checkpoint, storage);
+    // An io=read image's storage bytes may never have been read: always copied out.
+    if (!copy && !swap && aligned && !file.has_holes()) {
       storage.placement = internal::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *view;
       storage.device = Device::cpu();
       return;
     }
-    bytes = owned_copy(*view);
+    bytes = owned_copy(file, *view, storage);
   }
   auto& buffer = std::get<common::AlignedBuffer>(bytes);
   if (swap) cpu::byteswap(buffer.span().first(storage.nbytes), storage.swap_unit);

@@ -17,6 +17,11 @@ void place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
                                                       const internal::StorageState& storage,
                                                       common::AlignedBuffer& scratch);
 
+/// The file `storage`'s bytes are in: the checkpoint's, a shard's, or a nested legacy stream's.
+/// Copies of its bytes go through its copy_out() (pread for files). Valid while `checkpoint` is.
+[[nodiscard]] const common::MappedFile& storage_file(const internal::CheckpointState& checkpoint,
+                                                     const internal::StorageState& storage);
+
 /// The alignment a view of `storage` needs: its elements' size (at most 16; 16 for an untyped
 /// storage, which may hold any dtype).
 [[nodiscard]] std::size_t view_alignment(const internal::StorageState& storage) noexcept;

@@ -1,0 +1,26 @@
+// Fault injection for tests: the byte source's reads and the library's aligned allocations can
+// be made to fail at a chosen call (tests/faults). Internal: not part of the public API.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace pthload::common::fault_hooks {
+
+/// Stands in for ::pread(fd, buffer, bytes, offset): returns what pread returns and sets errno.
+using ReadFunction = ssize_t (*)(int fd, void* buffer, std::size_t bytes, off_t offset);
+/// Asked before each aligned allocation of `bytes`: true makes that allocation fail.
+using AllocationFailure = bool (*)(std::size_t bytes);
+
+/// Installs `read` (nullptr: ::pread). Not thread-safe against running loads: set it first.
+void set_read(ReadFunction read) noexcept;
+/// Installs `fail` (nullptr: never fail).
+void set_allocation_failure(AllocationFailure fail) noexcept;
+
+/// What the library calls: the installed function, or ::pread.
+ssize_t read(int fd, void* buffer, std::size_t bytes, off_t offset) noexcept;
+/// Whether the installed hook says this allocation fails.
+bool allocation_fails(std::size_t bytes) noexcept;
+
+}  // namespace pthload::common::fault_hooks

@@ -1,0 +1,81 @@
+// The io=read image of a zip archive: reads in file order, neighbouring ranges merged.
+#include "zip/image.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/byte_reader.hpp"
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+#include "zip/central_directory.hpp"
+#include "zip/end_records.hpp"
+
+namespace pthload::zip {
+namespace {
+
+using Range = std::pair<std::uint64_t, std::uint64_t>;  // offset, size
+
+// The end record (22 bytes), its longest comment, and torch's zip64 locator and end record just
+// before it.
+constexpr std::uint64_t kTailBytes = 22 + 0xFFFF + 20 + 56 + 4096;
+constexpr std::uint64_t kLocalHeaderSize = 30;
+// Ranges this close are read as one: a pread costs more than a few KiB of bytes.
+constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
+
+void fill_ranges(const common::MappedFile& image, std::vector<Range> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  const std::uint64_t size = image.bytes().size();
+  std::size_t i = 0;
+  while (i < ranges.size()) {
+    std::uint64_t begin = ranges[i].first;
+    std::uint64_t end = std::min(common::checked_add(begin, ranges[i].second).value_or(size), size);
+    for (++i; i < ranges.size() && ranges[i].first <= end + kMergeGap; ++i) {
+      const auto next_end = common::checked_add(ranges[i].first, ranges[i].second).value_or(size);
+      end = std::max(end, std::min(next_end, size));
+    }
+    if (begin < end) image.fill(begin, end - begin);
+  }
+}
+
+}  // namespace
+
+void fill_archive_image(const common::MappedFile& image, const Limits& limits,
+                        const std::function<bool(const Entry&)>& leave_out) {
+  const auto file = image.bytes();
+  const std::uint64_t size = file.size();
+  const std::uint64_t tail = std::min(size, kTailBytes);
+  image.fill(size - tail, tail);
+  std::vector<Entry> entries;
+  try {
+    const EndRecords end = read_end_records(file);
+    if (end.central_directory_offset < size - tail) {
+      image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
+    }
+    entries = read_central_directory(file, end, limits);
+  } catch (const FormatError&) {
+    image.fill(0, size);  // parse() will say what is wrong, over the real bytes
+    return;
+  } catch (const UnsupportedError&) {
+    image.fill(0, size);
+    return;
+  }
+  std::vector<Range> ranges;
+  ranges.reserve(entries.size());
+  for (const Entry& entry : entries)
+    ranges.emplace_back(entry.local_header_offset, kLocalHeaderSize);
+  fill_ranges(image, ranges);
+  ranges.clear();
+  for (const Entry& entry : entries) {
+    if (!common::fits(entry.local_header_offset, kLocalHeaderSize, size)) continue;
+    const auto* header = file.data() + entry.local_header_offset;
+    const std::uint64_t variable = std::uint64_t{common::load_le<std::uint16_t>(header + 26)} +
+                                   common::load_le<std::uint16_t>(header + 28);
+    ranges.emplace_back(entry.local_header_offset + kLocalHeaderSize, variable);
+    const std::uint64_t data_offset = entry.local_header_offset + kLocalHeaderSize + variable;
+    if (!leave_out(entry)) ranges.emplace_back(data_offset, entry.compressed_size);
+  }
+  fill_ranges(image, std::move(ranges));
+}
+
+}  // namespace pthload::zip

@@ -1,0 +1,22 @@
+// Reading what a zip archive's index needs into an io=read image of the file (see
+// common::MappedFile::image): end records, central directory, local headers, and the payloads
+// a caller does not leave out.
+#pragma once
+
+#include <functional>
+
+#include "common/mapped_file.hpp"
+#include "pthload/limits.hpp"
+#include "zip/entry.hpp"
+
+namespace pthload::zip {
+
+/// Fills `image` (an image() of a file that starts like a zip archive) with every byte
+/// Archive::parse reads, and every record payload except those `leave_out` names, with as few
+/// pread calls as the layout allows. Where the end records or the central directory cannot be
+/// made sense of, it reads the whole file, so that parse() reports the problem exactly as over a
+/// mapping. Throws IoError (a read failed, or the file shrank).
+void fill_archive_image(const common::MappedFile& image, const Limits& limits,
+                        const std::function<bool(const Entry&)>& leave_out);
+
+}  // namespace pthload::zip

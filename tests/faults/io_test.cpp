@@ -1,0 +1,198 @@
+// The byte source under faults: pread retries EINTR and short reads, names EIO and a file that
+// ended early; a file changed between open() and load is refused; io=map and io=read load the
+// same bytes from every kind of fixture.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "common/fault_hooks.hpp"
+#include "common/file_reader.hpp"
+#include "device/place.hpp"
+#include "faults/checkpoint_writer.hpp"
+#include "faults/support.hpp"
+#include "pthload/pthload.hpp"
+
+namespace pthload::faults {
+namespace {
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string as_text(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+// Resets the read hook however the test ends.
+struct ReadHook {
+  explicit ReadHook(common::fault_hooks::ReadFunction read) { common::fault_hooks::set_read(read); }
+  ReadHook(const ReadHook&) = delete;
+  ReadHook& operator=(const ReadHook&) = delete;
+  ~ReadHook() { common::fault_hooks::set_read(nullptr); }
+};
+
+int calls = 0;
+
+// Interrupted every other call; otherwise at most 7 bytes.
+ssize_t interrupted_and_short(int fd, void* buffer, std::size_t bytes, off_t offset) {
+  if (calls++ % 2 == 0) {
+    errno = EINTR;
+    return -1;
+  }
+  return ::pread(fd, buffer, std::min<std::size_t>(bytes, 7), offset);
+}
+
+ssize_t eio(int, void*, std::size_t, off_t) {
+  errno = EIO;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("faults: pread retries EINTR and continues short reads") {
+  const TempPath file("eintr");
+  write_text(file.path(), "0123456789abcdefghijklmnopqrstuvwxyz");
+  const auto reader = common::FileReader::open(file.path());
+  std::vector<std::byte> got(30);
+  calls = 0;
+  {
+    const ReadHook hook(interrupted_and_short);
+    reader->read_at(3, got);
+  }
+  CHECK(as_text(got) == "3456789abcdefghijklmnopqrstuvw");
+  CHECK(calls == 10);  // 5 interrupted, 5 short reads of 7, 7, 7, 7, 2 bytes
+}
+
+TEST_CASE("faults: EIO is an IoError naming the file, the record and the offset") {
+  const TempPath file("eio");
+  write_text(file.path(), "0123456789");
+  const auto reader = common::FileReader::open(file.path());
+  std::vector<std::byte> got(4);
+  const ReadHook hook(eio);
+  try {
+    reader->read_at(5, got, "archive/data/0");
+    FAIL("no error");
+  } catch (const IoError& e) {
+    CHECK(e.code() == Errc::kIoReadFailed);
+    CHECK(e.context().path == file.path().string());
+    CHECK(e.context().record == "archive/data/0");
+    CHECK(e.context().offset == 5);
+    CHECK(std::string(e.what()).find(std::strerror(EIO)) != std::string::npos);
+  }
+}
+
+TEST_CASE("faults: a file that shrank under a read is kIoUnexpectedEof") {
+  const TempPath file("eof");
+  write_text(file.path(), "0123456789");
+  const auto reader = common::FileReader::open(file.path());
+  std::filesystem::resize_file(file.path(), 6);
+  std::vector<std::byte> got(8);
+  CHECK(error_code_of([&] { reader->read_at(0, got); }) == Errc::kIoUnexpectedEof);
+  std::vector<std::byte> head(6);
+  reader->read_at(0, head);  // what is still there reads fine
+  CHECK(as_text(head) == "012345");
+}
+
+TEST_CASE("faults: a checkpoint written or truncated after open() is refused at load") {
+  const TempPath file("changed.pt");
+  write_float_checkpoint(file.path(), 1024);
+  for (const bool copy : {false, true}) {
+    Checkpoint checkpoint = open(file.path());
+    std::filesystem::resize_file(file.path(), 4096);
+    CHECK(error_code_of([&] { device::place_storages(checkpoint, {.copy_cpu_storages = copy}); }) ==
+          Errc::kIoFileChanged);
+    write_float_checkpoint(file.path(), 1024);
+  }
+  // Replaced by rename: the opened file is intact, and it is what gets loaded.
+  Checkpoint checkpoint = open(file.path());
+  const TempPath other("changed-other.pt");
+  write_float_checkpoint(other.path(), 16);
+  std::filesystem::rename(other.path(), file.path());
+  device::place_storages(checkpoint, {});
+  CHECK(checkpoint.tensors()[0].tensor.numel() == 1024);
+}
+
+TEST_CASE("faults: io=read reads a large storage with pread, as owned memory") {
+  const TempPath file("large.pt");
+  constexpr std::size_t kElements = std::size_t{3} << 20;  // 12 MiB: a hole in the image
+  write_float_checkpoint(file.path(), kElements);
+  LoadOptions options;
+  options.io = IoStrategy::kRead;
+  const Checkpoint checkpoint = load(file.path(), options);
+  const auto& storage = *checkpoint.storages()[0];
+  CHECK_FALSE(storage.is_file_view());
+  const auto bytes = storage.bytes();
+  REQUIRE(bytes.size() == kElements * 4);
+  bool equal = true;
+  for (std::size_t i = 0; i < kElements; i += 4099) {
+    float value = 0;
+    std::memcpy(&value, bytes.data() + i * 4, 4);
+    equal = equal && value == float_checkpoint_value(i);
+  }
+  CHECK(equal);
+  // A view load of the same file maps it.
+  CHECK(load(file.path()).storages()[0]->is_file_view());
+}
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("faults: io=map and io=read give the same bytes for every kind of checkpoint") {
+    const std::filesystem::path fixtures = PTHLOAD_FIXTURES_DIR;
+    const char* const names[] = {
+        "sample.pt",
+        "torch/torch-2.15.0/dtypes.pt",
+        "torch/torch-2.15.0/views.pt",
+        "torch/torch-2.15.0/tied.pt",
+        "torch/torch-2.15.0/quantized.pt",
+        "torch/torch-2.15.0/nested_tensors.pt",
+        "torch/torch-2.15.0/numpy_arrays.pt",
+        "torch/torch-2.15.0/torchscript.pt",
+        "torch/torch-2.15.0/legacy_views.pt",
+        "torch/torch-2.15.0/legacy_tied.pt",
+        "torch/torch-1.13.0/dtypes.pt",
+        "torch/protocols-torch-2.15.0/p2_legacy.pt",
+        "safetensors/dtypes.safetensors",
+        "safetensors/layers.safetensors",
+        "shards/bin",
+        "shards/safetensors",
+    };
+    for (const std::string name : names) {
+      CAPTURE(name);
+      const auto path = fixtures / name;
+      LoadOptions read_options{.map_location = map_to("cpu")};
+      read_options.io = IoStrategy::kRead;
+      const Checkpoint mapped = load(path, {.map_location = map_to("cpu")});
+      const Checkpoint read = load(path, read_options);
+      REQUIRE(mapped.storages().size() == read.storages().size());
+      REQUIRE(mapped.tensors().size() == read.tensors().size());
+      for (std::size_t i = 0; i < mapped.storages().size(); ++i) {
+        const auto a = mapped.storages()[i]->bytes();
+        const auto b = read.storages()[i]->bytes();
+        CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+      }
+      for (std::size_t i = 0; i < mapped.tensors().size(); ++i) {
+        const Tensor& a = mapped.tensors()[i].tensor;
+        const Tensor& b = read.tensors()[i].tensor;
+        CHECK(mapped.tensors()[i].name == read.tensors()[i].name);
+        // Sparse and nested tensors have no checksum of their own (their parts are storages).
+        const auto checksum = [](const Tensor& t) -> std::optional<std::uint64_t> {
+          try {
+            return t.content_checksum();
+          } catch (const Error&) {
+            return std::nullopt;
+          }
+        };
+        CHECK(checksum(a) == checksum(b));
+      }
+    }
+  }
+}
+
+}  // namespace pthload::faults

@@ -1,0 +1,81 @@
+// What pthload promises threads (pthload.hpp, "Threads"): loads of one file from many threads at
+// once, and many threads reading one loaded Checkpoint, need no locking. The `threads` suite,
+// which CI runs under ThreadSanitizer.
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "faults/checkpoint_writer.hpp"
+#include "faults/support.hpp"
+#include "pthload/pthload.hpp"
+
+namespace pthload::faults {
+namespace {
+
+constexpr int kThreads = 8;
+
+std::uint64_t digest(const Checkpoint& checkpoint) {
+  std::uint64_t sum = checkpoint.tensors().size();
+  for (const auto& named : checkpoint.tensors()) {
+    sum = sum * 31 + named.name.size();
+    if (named.tensor.has_storage()) sum = sum * 31 + named.tensor.content_checksum();
+  }
+  return sum;
+}
+
+// Runs body(i) on kThreads threads started together.
+template <typename Body>
+void on_threads(Body&& body) {
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load())
+        std::this_thread::yield();
+      body(i);
+    });
+  }
+  go = true;
+  for (auto& thread : threads)
+    thread.join();
+}
+
+}  // namespace
+
+TEST_CASE("threads: eight threads load one file at once (views, copies, io=read)") {
+  const TempPath file("threads.pt");
+  write_float_checkpoint(file.path(), std::size_t{1} << 20);
+  const std::uint64_t expected = digest(load(file.path()));
+  std::atomic<int> equal{0};
+  on_threads([&](int i) {
+    LoadOptions options{.copy_cpu_storages = i % 3 == 1};
+    if (i % 3 == 2) options.io = IoStrategy::kRead;
+    if (digest(load(file.path(), options)) == expected) ++equal;
+  });
+  CHECK(equal == kThreads);
+}
+
+TEST_CASE("threads: eight threads read one loaded Checkpoint") {
+  const std::filesystem::path path = std::filesystem::path(PTHLOAD_FIXTURES_DIR) / "sample.pt";
+  for (const bool copy : {false, true}) {
+    const Checkpoint checkpoint = load(path, {.copy_cpu_storages = copy});
+    const std::uint64_t expected = digest(checkpoint);
+    std::atomic<int> equal{0};
+    on_threads([&](int) {
+      bool same = digest(checkpoint) == expected;
+      for (const auto& named : checkpoint.tensors()) {
+        same = same && &checkpoint.tensor(named.name) == &named.tensor;
+        // Tensors are copied into threads: the storage's shared ownership is counted atomically.
+        const Tensor copy_of = named.tensor;
+        same = same && copy_of.numel() == named.tensor.numel();
+      }
+      if (same) ++equal;
+    });
+    CHECK(equal == kThreads);
+  }
+}
+
+}  // namespace pthload::faults
