@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "support/error_code.hpp"
-#include "zip/archive.hpp"
 #include "support/zip_builder.hpp"
+#include "zip/archive.hpp"
 
 using pthload::Errc;
 using pthload::test::error_code_of;

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "support/error_code.hpp"
+#include "support/zip_builder.hpp"
 #include "zip/archive.hpp"
 #include "zip/inflate.hpp"
-#include "support/zip_builder.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
