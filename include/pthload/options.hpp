@@ -114,7 +114,8 @@ struct LoadOptions {
   std::vector<std::string> only{};
   std::vector<std::string> exclude{};
   std::function<bool(std::string_view name)> filter{};
-  // How bytes are read (issue 18).
+
+  // How bytes are read.
   /// Map the file (views possible) or read it with pread (owned copies only); see IoStrategy.
   IoStrategy io = IoStrategy::kMap;
 };
