@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pthload/error.hpp"
+#include "support/error_code.hpp"
 
 namespace pthload::faults {
 
@@ -28,15 +29,7 @@ class TempPath {
   std::filesystem::path path_;
 };
 
-/// The code of the pthload::Error `body` throws; kOk when it throws none.
-template <typename Body>
-[[nodiscard]] Errc error_code_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Errc::kOk;
-}
+/// The code of the pthload::Error a call throws (kOk when none): the suites' shared helper.
+using test::error_code_of;
 
 }  // namespace pthload::faults
