@@ -26,6 +26,7 @@
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
 #include "torch/interpreted.hpp"
+#include "torch/read_image.hpp"
 #include "zip/archive.hpp"
 
 namespace pthload {
@@ -397,7 +398,7 @@ bool starts_with(std::span<const std::byte> bytes, std::string_view prefix) {
 void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOptions& options) {
   std::optional<zip::Archive> archive;
   try {
-    archive.emplace(zip::Archive::parse(file.bytes(), options.limits));
+    archive.emplace(zip::Archive::parse(file, options.limits));
   } catch (const Error& e) {
     const bool misleading = e.code() == Errc::kZipLocalHeaderMismatch ||
                             e.code() == Errc::kZipRecordsOverlap ||
@@ -523,8 +524,10 @@ std::vector<RecordProblem> verify_records(const std::filesystem::path& path,
                                           const LoadOptions& options) {
   std::vector<RecordProblem> problems;
   try {
-    const auto file = common::MappedFile::open(path);
-    const auto archive = zip::Archive::parse(file.bytes(), options.limits);
+    // The index read with pread, the records checked a chunk at a time with pread: a file
+    // truncated meanwhile is an IoError, not SIGBUS.
+    const auto file = torch::index_file_image(path, options.limits);
+    const auto archive = zip::Archive::parse(file, options.limits);
     for (const zip::Entry& entry : archive.entries()) {
       try {
         archive.verify_crc(entry);
