@@ -1,5 +1,4 @@
-// Argument readers shared by the rebuild functions (tensor_builder.cpp, quantized.cpp,
-// sparse.cpp, storageless.cpp).
+// Argument readers shared by the rebuild functions (rebuild_*.cpp, storage_resolver.cpp).
 #include "torch/rebuild_args.hpp"
 
 #include <fmt/format.h>

@@ -13,8 +13,8 @@
 
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -48,16 +48,7 @@ bool is_index_dtype(Dtype dtype) {
 
 }  // namespace
 
-Tensor TensorBuilder::sparse_part(const Value& value, const Value& function,
-                                  std::string_view what) {
-  auto tensor = tensor_of(value);
-  if (!tensor || !tensor->has_storage() || tensor->quantization() != nullptr) {
-    bad_arguments(function, fmt::format("{} is not a dense tensor", what));
-  }
-  return std::move(*tensor);
-}
-
-Tensor TensorBuilder::rebuild_sparse(const Value& function, const Value& args) {
+Tensor rebuild_sparse(RebuildContext& context, const Value& function, const Value& args) {
   expect_arity(args, 2, 2, function);
   const Layout layout = layout_of(*args.items()[0], function);
   if (classify_global(function) == KnownGlobal::kRebuildSparseCsr && layout != Layout::kSparseCsr) {
@@ -75,7 +66,7 @@ Tensor TensorBuilder::rebuild_sparse(const Value& function, const Value& args) {
   std::vector<Tensor> parts;
   parts.reserve(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
-    parts.push_back(sparse_part(*items[i], function, names[i]));
+    parts.push_back(dense_argument(context, *items[i], function, names[i]));
   }
   std::vector<std::int64_t> size;
   int_tuple(*items[names.size()], function, "size", size);

@@ -15,8 +15,8 @@
 #include "common/byte_reader.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -83,15 +83,15 @@ Int64Values read_int64_values(const internal::CheckpointState& checkpoint, const
 
 }  // namespace
 
-Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
+Tensor rebuild_nested(RebuildContext& context, const Value& function, const Value& args) {
   expect_arity(args, 4, 4, function);
   constexpr std::string_view kNames[] = {"buffer", "sizes", "strides", "storage_offsets"};
   std::vector<Tensor> inputs;
   for (std::size_t i = 0; i < 4; ++i) {
-    inputs.push_back(sparse_part(*args.items()[i], function, kNames[i]));
+    inputs.push_back(dense_argument(context, *args.items()[i], function, kNames[i]));
   }
   for (const Tensor& input : inputs) {
-    if (input.has_storage()) checkpoint_.metadata_storages.push_back(&input.storage());
+    if (input.has_storage()) context.checkpoint.metadata_storages.push_back(&input.storage());
   }
   const Tensor& buffer = inputs[0];
   const Tensor& sizes = inputs[1];
@@ -118,9 +118,9 @@ Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
                       fmt::format("{}: components have {} dimensions (at most {})",
                                   global_name(function), d, kMaxDims));
   }
-  const auto size_values = read_int64_values(checkpoint_, sizes, "sizes");
-  const auto stride_values = read_int64_values(checkpoint_, strides, "strides");
-  const auto offset_values = read_int64_values(checkpoint_, offsets, "storage_offsets");
+  const auto size_values = read_int64_values(context.checkpoint, sizes, "sizes");
+  const auto stride_values = read_int64_values(context.checkpoint, strides, "strides");
+  const auto offset_values = read_int64_values(context.checkpoint, offsets, "storage_offsets");
 
   std::vector<Tensor> components;
   components.reserve(n);
