@@ -107,6 +107,16 @@ void int_tuple(const Value& value, const Value& function, std::string_view what,
   }
 }
 
+void size_and_stride(const Value& size, const Value& stride, const Value& function,
+                     std::vector<std::int64_t>& sizes, std::vector<std::int64_t>& strides) {
+  int_tuple(size, function, "size", sizes);
+  int_tuple(stride, function, "stride", strides);
+  if (sizes.size() != strides.size()) {
+    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
+                                        strides.size()));
+  }
+}
+
 Dtype dtype_argument(const Value& value, const Value& function) {
   const auto dtype = dtype_of_global(value);
   if (!dtype) {

@@ -26,12 +26,8 @@ Tensor rebuild_dense(RebuildContext& context, const Value& function, const Value
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
   auto& sizes = context.sizes_scratch;
   auto& strides = context.strides_scratch;
-  int_tuple(argument(args, 2, function), function, "size", sizes);
-  int_tuple(argument(args, 3, function), function, "stride", strides);
-  if (sizes.size() != strides.size()) {
-    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
-                                        strides.size()));
-  }
+  size_and_stride(argument(args, 2, function), argument(args, 3, function), function, sizes,
+                  strides);
   bool requires_grad = false;
   if (kind != KnownGlobal::kRebuildTensor && args.items().size() > 4) {
     requires_grad = bool_argument(*args.items()[4], function, "requires_grad");
@@ -84,12 +80,7 @@ Tensor rebuild_meta(const Value& function, const Value& args) {
   const Dtype dtype = dtype_argument(*args.items()[0], function);
   std::vector<std::int64_t> sizes;
   std::vector<std::int64_t> strides;
-  int_tuple(*args.items()[1], function, "size", sizes);
-  int_tuple(*args.items()[2], function, "stride", strides);
-  if (sizes.size() != strides.size()) {
-    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
-                                        strides.size()));
-  }
+  size_and_stride(*args.items()[1], *args.items()[2], function, sizes, strides);
   // Nothing bounds the sizes (there are no bytes), so numel × element size must fit 64 bits for
   // numel() and nbytes() to be meaningful.
   check_numel(function, dtype, sizes);

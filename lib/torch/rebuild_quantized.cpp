@@ -73,12 +73,7 @@ Tensor rebuild_quantized(RebuildContext& context, const Value& function, const V
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
   auto& sizes = context.sizes_scratch;
   auto& strides = context.strides_scratch;
-  int_tuple(*args.items()[2], function, "size", sizes);
-  int_tuple(*args.items()[3], function, "stride", strides);
-  if (sizes.size() != strides.size()) {
-    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
-                                        strides.size()));
-  }
+  size_and_stride(*args.items()[2], *args.items()[3], function, sizes, strides);
   const Dtype dtype = storage->dtype();
   if (!is_quantized(dtype)) {
     bad_arguments(function, fmt::format("storage '{}' holds {}, not a quantized dtype",

@@ -44,12 +44,7 @@ Tensor rebuild_wrapper_subclass(const Value& function, const Value& args) {
   const Dtype dtype = dtype_argument(*items[1], function);
   std::vector<std::int64_t> sizes;
   std::vector<std::int64_t> strides;
-  int_tuple(*items[2], function, "size", sizes);
-  int_tuple(*items[3], function, "stride", strides);
-  if (sizes.size() != strides.size()) {
-    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
-                                        strides.size()));
-  }
+  size_and_stride(*items[2], *items[3], function, sizes, strides);
   const std::int64_t offset = int_argument(*items[4], function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
   const auto layout = layout_name_argument(*items[5], function);

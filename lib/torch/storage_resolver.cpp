@@ -8,6 +8,8 @@
 #include <optional>
 #include <span>
 
+#include "common/assert.hpp"
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
@@ -47,6 +49,7 @@ StorageResolver::StorageResolver(internal::CheckpointState& checkpoint,
     : checkpoint_(checkpoint), limits_(limits), legacy_(&legacy) {}
 
 const zip::Entry* StorageResolver::find_record(std::string_view name) {
+  PTHLOAD_ASSERT(checkpoint_.archive);  // the archive constructor's case
   const auto entries = std::span(checkpoint_.archive->entries());
   const zip::Entry* found = next_record_ < entries.size() && entries[next_record_].name == name
                                 ? &entries[next_record_]
@@ -74,49 +77,43 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   const Value& id = persistent.persistent_id();
   refuse_text_persistent_id(id);
   const auto fields = id.items();
-  if (!id.is(Kind::kTuple) || fields.size() < 5 || !fields[0]->is(Kind::kString) ||
-      fields[0]->as_string() != "storage") {
-    throw FormatError(Errc::kTorchBadPersistentId,
-                      "persistent id is not a ('storage', type, key, location, numel) tuple");
-  }
+  common::require_format(id.is(Kind::kTuple) && fields.size() >= 5 &&
+                             fields[0]->is(Kind::kString) && fields[0]->as_string() == "storage",
+                         Errc::kTorchBadPersistentId,
+                         "persistent id is not a ('storage', type, key, location, numel) tuple");
   const Value& storage_type = *fields[1];
   std::string key = text_of(*fields[2]);
-  if (!fields[4]->is(Kind::kInt) || fields[4]->as_int() < 0) {
-    throw FormatError(Errc::kTorchBadPersistentId,
-                      fmt::format("storage '{}': numel is not a non-negative int", key));
-  }
+  common::require_format(fields[4]->is(Kind::kInt) && fields[4]->as_int() >= 0,
+                         Errc::kTorchBadPersistentId,
+                         "storage '{}': numel is not a non-negative int", key);
   const auto numel = static_cast<std::uint64_t>(fields[4]->as_int());
 
   std::string& record_name = record_name_scratch_;
   record_name.assign(data_prefix_).append(key);
   const zip::Entry* record = find_record(record_name);
-  if (record == nullptr) {
-    throw FormatError(Errc::kTorchStorageRecordMissing,
-                      fmt::format("storage '{}': no record {}", key, record_name));
-  }
-  auto& cached =
-      storage_by_record_[static_cast<std::size_t>(record - checkpoint_.archive->entries().data())];
+  common::require_format(record != nullptr, Errc::kTorchStorageRecordMissing,
+                         "storage '{}': no record {}", key, record_name);
+  // Sized by the archive's entries when the resolver was made, and the archive does not change.
+  const auto record_index =
+      static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
+  PTHLOAD_ASSERT(record_index < storage_by_record_.size());
+  auto& cached = storage_by_record_[record_index];
   // torch caches storages by key: the first persistent id for a key wins.
   if (cached) return {.storage = cached};
   std::optional<Dtype> dtype;
   if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
-  if (!dtype) {
-    throw FormatError(
+  common::check(dtype.has_value(), [&] {
+    return FormatError(
         Errc::kTorchUnknownStorageType,
         fmt::format("storage '{}': unknown storage type {}", key, global_name(storage_type)));
-  }
+  });
   const auto nbytes = common::checked_mul(numel, element_size(*dtype));
-  if (!nbytes) {
-    throw FormatError(Errc::kTorchStorageTooSmall,
-                      fmt::format("storage '{}': {} elements overflow", key, numel));
-  }
-  if (record->uncompressed_size < *nbytes) {
-    throw FormatError(Errc::kTorchStorageTooSmall,
-                      fmt::format("storage '{}': {} elements of {} need {} bytes, record {} "
-                                  "holds {}",
-                                  key, numel, dtype_name(*dtype), *nbytes, record_name,
-                                  record->uncompressed_size));
-  }
+  common::require_format(nbytes.has_value(), Errc::kTorchStorageTooSmall,
+                         "storage '{}': {} elements overflow", key, numel);
+  common::require_format(record->uncompressed_size >= *nbytes, Errc::kTorchStorageTooSmall,
+                         "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
+                         numel, dtype_name(*dtype), *nbytes, record_name,
+                         record->uncompressed_size);
   auto state = std::make_unique<internal::StorageState>();
   state->key = std::move(key);
   state->location = text_of(*fields[3]);

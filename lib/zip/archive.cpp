@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
@@ -20,6 +21,10 @@
 
 namespace pthload::zip {
 namespace {
+
+// Where the compression method lies in a central-directory header (APPNOTE 4.3.12: signature,
+// version made by, version needed and flags come first): an unknown method is reported there.
+constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
 
 // Sorts by hash, stably (entries with one hash stay in index order). Hashes are uniform, so a
 // radix sort of 16-bit digits is linear: comparison sorting 100 000 of them took 7% of a
@@ -146,19 +151,17 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
                         {.record = entry.name, .offset = entry.central_directory_offset});
     }
   } else if (entry.method == kMethodDeflated) {
-    try {
-      bytes = RecordBytes(inflate(payload, entry.uncompressed_size, limits_, entry.data_offset));
-    } catch (Error& e) {
-      e.context().record = entry.name;
-      throw;
-    }
+    bytes = RecordBytes(common::with_context({.record = entry.name}, [&] {
+      return inflate(payload, entry.uncompressed_size, limits_, entry.data_offset);
+    }));
   } else {
     const std::string_view name = method_name(entry.method);
     throw UnsupportedError(
         Errc::kZipUnsupportedMethod,
         name.empty() ? fmt::format("unsupported compression method {}", entry.method)
                      : fmt::format("unsupported compression method {} ({})", entry.method, name),
-        {.record = entry.name, .offset = entry.central_directory_offset + 10});
+        {.record = entry.name,
+         .offset = entry.central_directory_offset + kCentralHeaderMethodOffset});
   }
   if (verify_crc) {
     const std::uint32_t actual = crc32_of(bytes.bytes());
