@@ -18,6 +18,15 @@
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
+namespace {
+
+// INST's module and name and PERSID's id: _pickle.c decodes them as ASCII.
+bool is_ascii(std::string_view text) noexcept {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+}  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
 // befriend it and lend it its reusable scratch vectors.
@@ -496,10 +505,6 @@ void Interpreter::load_inst() {
   const std::size_t mark = pop_mark();
   const auto module = line();
   const auto qualified_name = line();
-  const auto is_ascii = [](std::string_view s) {
-    return std::all_of(s.begin(), s.end(),
-                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-  };
   if (!is_ascii(module) || !is_ascii(qualified_name)) {
     fail(Errc::kPickleInvalidUtf8, "INST module and name must be ASCII");
   }
@@ -808,10 +813,7 @@ Result Interpreter::run() {
         break;
       case Opcode::kPersId: {
         const auto id = line();
-        if (!std::all_of(id.begin(), id.end(),
-                         [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-          fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
-        }
+        if (!is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
         load_persistent(arena_->make_string_view(id));
         break;
       }

@@ -67,7 +67,8 @@ struct RebuildContext {
 [[nodiscard]] Tensor rebuild_device_from_cpu(RebuildContext& context, const pickle::Value& function,
                                              const pickle::Value& args);
 /// The tensor an argument of `function` holds, which must be dense (a storage, no quantizer):
-/// sparse parts, nested inputs. Throws FormatError(kTorchBadRebuildArguments) naming `what`.
+/// sparse parts, nested inputs, a device tensor's CPU data. Throws
+/// FormatError(kTorchBadRebuildArguments) naming `what`.
 [[nodiscard]] Tensor dense_argument(RebuildContext& context, const pickle::Value& value,
                                     const pickle::Value& function, std::string_view what);
 

@@ -95,23 +95,20 @@ Tensor rebuild_meta(const Value& function, const Value& args) {
 // it is asked about the CPU storage only.
 Tensor rebuild_device_from_cpu(RebuildContext& context, const Value& function, const Value& args) {
   expect_arity(args, 4, 4, function);
-  auto data = tensor_of(context, *args.items()[0]);
-  if (!data || !data->has_storage() || data->quantization() != nullptr) {
-    bad_arguments(function, "its data is not a dense tensor");
-  }
+  const Tensor data = dense_argument(context, *args.items()[0], function, "its data");
   const Dtype dtype = dtype_argument(*args.items()[1], function);
-  if (dtype != data->dtype()) {
+  if (dtype != data.dtype()) {
     // torch converts with data.to(dtype); torch.save writes the data in the tensor's own dtype,
     // so a conversion means a file pthload does not understand.
     throw UnsupportedError(
         Errc::kTorchUnsupportedRebuild,
         fmt::format("{}: converting {} data to {} is not supported", global_name(function),
-                    dtype_name(data->dtype()), dtype_name(dtype)));
+                    dtype_name(data.dtype()), dtype_name(dtype)));
   }
   (void)device_argument(*args.items()[2], function);
   const bool requires_grad = bool_argument(*args.items()[3], function, "requires_grad");
-  return Tensor(data->shared_storage(), dtype, data->sizes(), data->strides(),
-                data->storage_offset(), requires_grad);
+  return Tensor(data.shared_storage(), dtype, data.sizes(), data.strides(), data.storage_offset(),
+                requires_grad);
 }
 
 Tensor dense_argument(RebuildContext& context, const Value& value, const Value& function,
