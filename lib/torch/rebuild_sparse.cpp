@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/assert.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
@@ -63,6 +64,8 @@ Tensor rebuild_sparse(RebuildContext& context, const Value& function, const Valu
     bad_arguments(function, fmt::format("{} data has {} items", layout_name(layout), items.size()));
   }
   const auto names = sparse_part_names(layout);
+  // The arity checked above leaves every part, then the size (two parts for COO, three else).
+  PTHLOAD_ASSERT(!names.empty() && items.size() > names.size());
   std::vector<Tensor> parts;
   parts.reserve(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
