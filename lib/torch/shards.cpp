@@ -35,7 +35,7 @@ void point_at_shard_file(internal::StorageState& storage,
                          const std::shared_ptr<const common::MappedFile>& shard_file) {
   if (storage.record != nullptr) {
     const zip::Entry& record = *storage.record;
-    if (record.method != zip::kMethodStored || record.compressed_size != record.uncompressed_size ||
+    if (record.method != 0 || record.compressed_size != record.uncompressed_size ||
         storage.nbytes > record.uncompressed_size) {
       throw UnsupportedError(Errc::kShardRecordCompressed,
                              fmt::format("storage record {} is compressed: pthload reads the "
