@@ -33,7 +33,7 @@ RecordInfo info_of(const zip::Entry& entry) {
           .size = entry.uncompressed_size,
           .compressed_size = entry.compressed_size,
           .crc32 = entry.crc32,
-          .is_compressed = entry.method != 0};
+          .is_compressed = entry.method != zip::kMethodStored};
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.hpp"
 #include "common/mapped_file.hpp"
 #include "pickle/census.hpp"
 #include "pickle/machine.hpp"
@@ -483,14 +484,9 @@ std::string_view verdict_name(Verdict verdict) noexcept {
 
 ScanReport scan(const std::filesystem::path& path, const LoadOptions& options) {
   ScanReport report;
-  common::MappedFile file = [&] {
-    try {
-      return common::MappedFile::open(path);
-    } catch (Error& e) {
-      if (e.context().path.empty()) e.context().path = path.string();
-      throw;
-    }
-  }();
+  const std::string path_text = path.string();
+  common::MappedFile file =
+      common::with_context({.path = path_text}, [&] { return common::MappedFile::open(path); });
   const auto bytes = file.bytes();
   if (starts_with(bytes, "PK\x03\x04") || starts_with(bytes, "PK\x05\x06")) {
     scan_zip(file, report, options);

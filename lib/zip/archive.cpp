@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
@@ -20,6 +21,10 @@
 
 namespace pthload::zip {
 namespace {
+
+// Where the compression method lies in a central-directory header (APPNOTE 4.3.12: signature,
+// version made by, version needed and flags come first): an unknown method is reported there.
+constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
 
 // Sorts by hash, stably (entries with one hash stay in index order). Hashes are uniform, so a
 // radix sort of 16-bit digits is linear: comparison sorting 100 000 of them took 7% of a
@@ -174,27 +179,24 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
                         {.record = entry.name, .offset = entry.central_directory_offset});
     }
   } else if (entry.method == kMethodDeflated) {
-    try {
-      if (source_ != nullptr) {
-        // The compressed bytes, read with pread: inflate never walks a mapping that may shrink.
-        common::AlignedBuffer compressed(payload.size());
-        source_->copy_out(payload, compressed.span().first(payload.size()), entry.name);
-        bytes = RecordBytes(inflate(compressed.span().first(payload.size()),
-                                    entry.uncompressed_size, limits_, entry.data_offset));
-      } else {
-        bytes = RecordBytes(inflate(payload, entry.uncompressed_size, limits_, entry.data_offset));
+    bytes = RecordBytes(common::with_context({.record = entry.name}, [&] {
+      if (source_ == nullptr) {
+        return inflate(payload, entry.uncompressed_size, limits_, entry.data_offset);
       }
-    } catch (Error& e) {
-      e.context().record = entry.name;
-      throw;
-    }
+      // The compressed bytes, read with pread: inflate never walks a mapping that may shrink.
+      common::AlignedBuffer compressed(payload.size());
+      source_->copy_out(payload, compressed.span().first(payload.size()), entry.name);
+      return inflate(compressed.span().first(payload.size()), entry.uncompressed_size, limits_,
+                     entry.data_offset);
+    }));
   } else {
     const std::string_view name = method_name(entry.method);
     throw UnsupportedError(
         Errc::kZipUnsupportedMethod,
         name.empty() ? fmt::format("unsupported compression method {}", entry.method)
                      : fmt::format("unsupported compression method {} ({})", entry.method, name),
-        {.record = entry.name, .offset = entry.central_directory_offset + 10});
+        {.record = entry.name,
+         .offset = entry.central_directory_offset + kCentralHeaderMethodOffset});
   }
   if (verify_crc) {
     const std::uint32_t actual =
