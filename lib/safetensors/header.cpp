@@ -16,6 +16,7 @@
 #include "common/byte_reader.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
+#include "safetensors/json_tree.hpp"
 
 namespace pthload::safetensors {
 namespace {
@@ -279,12 +280,12 @@ Header Header::parse(std::span<const std::byte> file) {
              static_cast<std::uint64_t>(static_cast<const std::byte*>(nul) - text.data()));
   }
 
-  json root;
+  std::optional<JsonTree> tree;
   try {
     const auto* begin = reinterpret_cast<const char*>(text.data());
-    StrictnessCheck check;
+    StrictnessCheck check;  // bounds the nesting JsonTree's teardown recurses over
     (void)json::sax_parse(begin, begin + text.size(), &check);
-    root = json::parse(begin, begin + text.size());
+    tree.emplace(std::string_view(begin, text.size()));
   } catch (const json::parse_error& e) {
     // e.byte counts from 1: the offending byte's position in the header.
     const std::uint64_t position = e.byte > 0 ? e.byte - 1 : 0;
@@ -298,6 +299,7 @@ Header Header::parse(std::span<const std::byte> file) {
     // A number beyond a double (1e999) is json::out_of_range, which carries no position.
     fail(Errc::kSafetensorsBadHeader, fmt::format("the header is not valid JSON: {}", e.what()));
   }
+  const json& root = tree->root();
   if (!root.is_object()) {
     fail(Errc::kSafetensorsBadHeader,
          fmt::format("the header is a JSON {}, not an object", root.type_name()), kSizeFieldBytes);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "pthload/error.hpp"
+#include "safetensors/json_tree.hpp"
 
 namespace pthload::safetensors {
 namespace {
@@ -30,15 +31,21 @@ ShardIndex parse_index(std::span<const std::byte> bytes) {
   if (bytes.size() > kMaxIndexBytes) {
     fail(fmt::format("{} bytes, above the limit of {}", bytes.size(), kMaxIndexBytes));
   }
-  json root;
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  // An index nests two levels (weight_map, metadata); JsonTree's teardown recurses per level.
+  constexpr int kMaxIndexNesting = 16;
+  if (!nesting_within(text, kMaxIndexNesting)) {
+    fail(fmt::format("JSON nested deeper than {} levels", kMaxIndexNesting));
+  }
+  std::optional<JsonTree> tree;
   try {
-    const auto* begin = reinterpret_cast<const char*>(bytes.data());
-    root = json::parse(begin, begin + bytes.size());
+    tree.emplace(text);
   } catch (const json::parse_error& e) {
     fail(fmt::format("not valid JSON: {}", e.what()), e.byte > 0 ? e.byte - 1 : 0);
   } catch (const json::exception& e) {
     fail(fmt::format("not valid JSON: {}", e.what()));
   }
+  const json& root = tree->root();
   if (!root.is_object())
     fail(fmt::format("the root is a JSON {}, not an object", root.type_name()));
   const auto weight_map = root.find("weight_map");
