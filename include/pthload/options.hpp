@@ -83,8 +83,10 @@ struct LoadOptions {
   /// owned, 64-byte aligned memory, instead of a zero-copy view of it (views are read-only and
   /// keep the file mapped). pthinspect's `load --copy`.
   bool copy_cpu_storages = false;
-  /// Check each record's CRC-32 against the central directory. torch itself never does, and
-  /// files saved with CRC computation disabled are valid, so this is off by default.
+  /// Check each record's CRC-32 against the central directory (FormatError kZipCrcMismatch):
+  /// open() checks every record but the storages, load() the storages it places (each read
+  /// once more, with pread, before placement). torch itself never checks, and files saved
+  /// with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;
   Limits limits{};
   /// Floating storages (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) converted to

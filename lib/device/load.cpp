@@ -156,6 +156,16 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     if (!std::is_sorted(plan.begin(), plan.end(), by_offset)) {
       std::sort(plan.begin(), plan.end(), by_offset);
     }
+    // LoadOptions::verify_crc: the records of the storages that are read (open() checked the
+    // others), each a chunk at a time with pread, before any is placed.
+    if (options.verify_crc && state.archive) {
+      for (const auto& planned : plan) {
+        const zip::Entry* record = planned.first->record;
+        if (record != nullptr && planned.second.type != Device::Type::kMeta) {
+          state.archive->verify_crc(*record);
+        }
+      }
+    }
     Progress progress(options.cuda.progress, total_bytes);
     std::vector<DeviceJob> jobs;
     std::vector<internal::StorageState*> job_storages;

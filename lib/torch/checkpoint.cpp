@@ -79,6 +79,15 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
   state.top_folder = entries.front().name.substr(0, slash);
   const std::string prefix = state.top_folder + "/";
 
+  // LoadOptions::verify_crc: every record but the storages, which load() checks as it places
+  // them (a partial load reads only the chosen ones).
+  if (options.verify_crc) {
+    const std::string storages = prefix + "data/";
+    for (const zip::Entry& entry : entries) {
+      if (entry.name.compare(0, storages.size(), storages) != 0) state.archive->verify_crc(entry);
+    }
+  }
+
   // torch.jit.save writes constants.pkl beside data.pkl (docs/format.md §1.5).
   const zip::Entry* constants_pickle = state.archive->find(prefix + "constants.pkl");
   if (constants_pickle != nullptr) state.format = Format::kTorchScript;

@@ -120,6 +120,63 @@ TEST_CASE("faults: a checkpoint written or truncated after open() is refused at 
   CHECK(checkpoint.tensors()[0].tensor.numel() == 1024);
 }
 
+namespace {
+
+// A byte of `record` (in the checkpoint at `path`) flipped: its CRC-32 no longer matches.
+void corrupt_record(const std::filesystem::path& path, std::string_view record) {
+  const RecordInfo* info = nullptr;
+  std::uint64_t offset = 0;
+  {
+    const RecordReader reader = RecordReader::open(path);
+    info = reader.find(record);
+    REQUIRE(info != nullptr);
+    offset = info->payload_offset;
+  }
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(offset));
+  char byte = 0;
+  file.get(byte);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(static_cast<char>(byte ^ 0x01));
+}
+
+}  // namespace
+
+TEST_CASE("faults: LoadOptions::verify_crc checks the records a load reads, with either strategy") {
+  const TempPath file("crc.pt");
+  for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+    CAPTURE(static_cast<int>(io));
+    LoadOptions checked{.verify_crc = true};
+    checked.io = io;
+    LoadOptions unchecked;
+    unchecked.io = io;
+
+    write_float_checkpoint(file.path(), 1024);
+    CHECK(load(file.path(), checked).tensors().size() == 1);
+
+    corrupt_record(file.path(), "archive/data/0");
+    CHECK(load(file.path(), unchecked).tensors().size() == 1);  // torch never checks
+    CHECK(open(file.path(), checked).tensors().size() == 1);    // open() reads no storage
+    try {
+      (void)load(file.path(), checked);
+      FAIL("no error");
+    } catch (const FormatError& e) {
+      CHECK(e.code() == Errc::kZipCrcMismatch);
+      CHECK(e.context().record == "archive/data/0");
+      CHECK(e.context().path == file.path().string());
+    }
+    // A storage that is not placed is not read, so not checked.
+    CHECK(
+        load(file.path(), {.map_location = map_to("meta"), .verify_crc = true}).tensors().size() ==
+        1);
+
+    write_float_checkpoint(file.path(), 1024);
+    corrupt_record(file.path(), "archive/version");
+    CHECK(open(file.path(), unchecked).tensors().size() == 1);
+    CHECK(error_code_of([&] { (void)open(file.path(), checked); }) == Errc::kZipCrcMismatch);
+  }
+}
+
 TEST_CASE("faults: io=read reads a large storage with pread, as owned memory") {
   const TempPath file("large.pt");
   constexpr std::size_t kElements = std::size_t{3} << 20;  // 12 MiB: a hole in the image
