@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/check.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "torch/read_image.hpp"
@@ -15,17 +16,6 @@
 
 namespace pthload {
 namespace {
-
-// Errors from the layers below know the record and offset; only this layer knows the path.
-template <typename F>
-decltype(auto) with_path(const std::string& path, F&& body) {
-  try {
-    return body();
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = path;
-    throw;
-  }
-}
 
 RecordInfo info_of(const zip::Entry& entry) {
   return {.name = entry.name,
@@ -43,14 +33,16 @@ RecordInfo info_of(const zip::Entry& entry) {
 struct RecordReader::State {
   State(common::MappedFile mapped, std::string name, const LoadOptions& options)
       : file(std::move(mapped)), path(std::move(name)), verify_crc(options.verify_crc) {
-    with_path(path, [&] { archive.emplace(zip::Archive::parse(file, options.limits)); });
+    common::with_context({.path = path},
+                         [&] { archive.emplace(zip::Archive::parse(file, options.limits)); });
     records.reserve(archive->entries().size());
     for (const zip::Entry& entry : archive->entries())
       records.push_back(info_of(entry));
   }
 
   [[nodiscard]] const zip::Entry& entry(std::string_view name) const {
-    return with_path(path, [&]() -> const zip::Entry& { return archive->at(name); });
+    return common::with_context({.path = path},
+                                [&]() -> const zip::Entry& { return archive->at(name); });
   }
 
   common::MappedFile file;
@@ -67,7 +59,8 @@ RecordReader::~RecordReader() = default;
 
 RecordReader RecordReader::open(const std::filesystem::path& path, const LoadOptions& options) {
   const std::string name = path.string();
-  auto file = with_path(name, [&] { return torch::index_file_image(path, options.limits); });
+  auto file = common::with_context({.path = name},
+                                   [&] { return torch::index_file_image(path, options.limits); });
   return RecordReader(std::make_unique<State>(std::move(file), name, options));
 }
 
@@ -90,7 +83,7 @@ const RecordInfo* RecordReader::find(std::string_view name) const noexcept {
 
 std::vector<std::byte> RecordReader::read(std::string_view name) const {
   const zip::Entry& entry = state_->entry(name);
-  return with_path(state_->path, [&] {
+  return common::with_context({.path = state_->path}, [&] {
     const auto record = state_->archive->read(entry);
     const auto bytes = record.bytes();
     std::vector<std::byte> contents(bytes.size());
@@ -108,7 +101,7 @@ std::vector<std::byte> RecordReader::read(std::string_view name) const {
 
 void RecordReader::verify_crc(std::string_view name) const {
   const zip::Entry& entry = state_->entry(name);
-  with_path(state_->path, [&] { state_->archive->verify_crc(entry); });
+  common::with_context({.path = state_->path}, [&] { state_->archive->verify_crc(entry); });
 }
 
 std::vector<RecordInfo> list_records(const std::filesystem::path& path,
