@@ -113,6 +113,16 @@ with tempfile.TemporaryDirectory() as tmp:
             check(len(lines) == 1 and lines[0].startswith("pthinspect: error: ")
                   and args[1] in lines[0], f"{args}: stderr {lines}")
 
+# ls --checksum prints the same checksums as a table as it does as JSON.
+sample_pt = os.path.join(FIXTURES, "sample.pt")
+listed = json.loads(run("ls", "--json", "--checksum", sample_pt).stdout)
+table = run("ls", "--checksum", sample_pt).stdout.decode().splitlines()
+check(table and table[0].split()[-1] == "xxh3", f"ls --checksum header: {table[:1]}")
+by_name = {line.split()[0]: line.split()[-1] for line in table[1:-1]}
+for tensor in listed["tensors"]:
+    check(by_name.get(tensor["name"]) == tensor["xxh3"],
+          f"ls --checksum table: {tensor['name']} {by_name.get(tensor['name'])} != {tensor['xxh3']}")
+
 for failure in failures:
     print("FAIL:", failure)
 print(f"pthinspect: {checks - len(failures)} passed, {len(failures)} failed")

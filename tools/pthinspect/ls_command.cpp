@@ -140,15 +140,20 @@ int run_ls(const LsArgs& args) {
   std::size_t name_width = 4;
   for (const auto& named : checkpoint.tensors())
     name_width = std::max(name_width, named.name.size());
-  std::cout << fmt::format("{:<{}}  {:<10}  {:<20}  {:<8}  {:>10}\n", "name", name_width, "dtype",
-                           "shape", "location", "size");
+  std::cout << fmt::format("{:<{}}  {:<10}  {:<20}  {:<8}  {:>10}{}\n", "name", name_width, "dtype",
+                           "shape", "location", "size", args.checksum ? "  xxh3" : "");
   std::uint64_t tensor_bytes = 0;
   for (const auto& named : checkpoint.tensors()) {
     const auto& t = named.tensor;
+    // Only tensors with bytes of their own have one (a sparse tensor's parts are listed apart).
+    const std::string checksum = !args.checksum ? ""
+                                 : t.has_storage() && t.layout() == pthload::Layout::kStrided
+                                     ? "  " + checksum_of(named, args.path)
+                                     : "  -";
     std::cout << fmt::format(
-        "{:<{}}  {:<10}  {:<20}  {:<8}  {:>10}\n", named.name.empty() ? "(root)" : named.name,
+        "{:<{}}  {:<10}  {:<20}  {:<8}  {:>10}{}\n", named.name.empty() ? "(root)" : named.name,
         name_width, pthload::dtype_name(t.dtype()), fmt::format("[{}]", fmt::join(t.sizes(), ", ")),
-        location_of(t), human_bytes(t.has_storage() ? t.nbytes() : 0));
+        location_of(t), human_bytes(t.has_storage() ? t.nbytes() : 0), checksum);
     if (t.has_storage()) tensor_bytes += t.nbytes();
   }
   for (const auto& value : checkpoint.opaque_values()) {
