@@ -8,6 +8,8 @@
 #include <string>
 
 #include "pthload/checkpoint.hpp"
+#include "torch/access.hpp"
+#include "torch/state.hpp"
 
 namespace {
 
@@ -26,6 +28,14 @@ TEST_SUITE("fixtures") {
       INFO(entry.path().string());
       const auto views = pthload::load(entry.path());
       const auto copies = pthload::load(entry.path(), {.copy_cpu_storages = true});
+      // io=read (the file read whole with pread, never mapped) gives the copies' bytes too.
+      const auto read = pthload::load(entry.path(), {.io = pthload::IoStrategy::kRead});
+      CHECK_FALSE(pthload::internal::Access::state(read).file->is_mapped());
+      REQUIRE(read.tensors().size() == copies.tensors().size());
+      for (std::size_t i = 0; i < read.tensors().size(); ++i) {
+        CHECK(read.tensors()[i].tensor.content_checksum() ==
+              copies.tensors()[i].tensor.content_checksum());
+      }
       CHECK(views.format() == pthload::Format::kSafetensors);
       REQUIRE(views.tensors().size() == copies.tensors().size());
       for (std::size_t i = 0; i < views.tensors().size(); ++i) {
