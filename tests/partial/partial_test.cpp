@@ -407,7 +407,18 @@ TEST_SUITE("fixtures") {
     };
     CHECK(code("embed.weight", 0, 0, 17) == Errc::kSliceBadRange);
     CHECK(code("embed.weight", 0, 5, 4) == Errc::kSliceBadRange);
-    CHECK(code("embed.weight", 0, -1, 4) == Errc::kSliceBadRange);
+    CHECK(code("embed.weight", 0, -1, 4) == Errc::kSliceBadRange);   // [15, 4)
+    CHECK(code("embed.weight", 0, -17, 4) == Errc::kSliceBadRange);  // before the start
+    CHECK(code("embed.weight", 0, 0, -17) == Errc::kSliceBadRange);
+    // Negative bounds count from the end, as Python's t[-12:-4] does.
+    for (const int dim : {0, -1}) {
+      const std::int64_t extent = dim == 0 ? 16 : 1024;
+      CHECK(pthload::load_slice(opened, "embed.weight", dim, -12, -4).content_checksum() ==
+            pthload::load_slice(opened, "embed.weight", dim, extent - 12, extent - 4)
+                .content_checksum());
+      CHECK(pthload::load_slice(opened, "embed.weight", dim, -extent, extent).content_checksum() ==
+            pthload::load(kFixtures / "model.pt").tensor("embed.weight").content_checksum());
+    }
     CHECK(code("embed.weight", 2, 0, 1) == Errc::kSliceBadRange);
     CHECK(code("embed.weight", -3, 0, 1) == Errc::kSliceBadRange);
     CHECK(code("nothing", 0, 0, 1) == Errc::kTorchNameNotFound);
