@@ -127,7 +127,10 @@ typedef int (*pthload_map_location_fn)(void* user_data, const pthload_storage_in
                                        pthload_device* device);
 
 /** Options for opening and loading. Set every field with pthload_options_init() first, then
- *  change what you need; a NULL options pointer means the defaults. */
+ *  change what you need; a NULL options pointer means the defaults. The struct only ever grows
+ *  at its end (fields are never moved or removed), and pthload_options_init fills every field,
+ *  so a program that calls it keeps its meaning when rebuilt against a newer header; it has no
+ *  size field, so a program must be rebuilt when the library's struct grows. */
 typedef struct pthload_options {
   /** Every storage goes to this device ("cpu", "cuda:0", "meta"); NULL: not used. Applied
    *  before map_location, which is then not called. The string is read during the call only. */
@@ -148,6 +151,25 @@ typedef struct pthload_options {
   uint64_t max_pickle_memo;
   uint64_t max_pickle_nesting;
   uint64_t max_pickle_values;
+  /* Choosing tensors (pthload::LoadOptions' select, rename_prefix, only, exclude; README
+   * "Partial loading"): applied in this order by open and load alike. Left-out tensors are not
+   * listed and their storages are never read or placed. The strings are read during the call
+   * only; an array with a nonzero count must not be NULL (else PTHLOAD_ERROR_INVALID_ARGUMENT). */
+  /** The sub-tree that is the state dict ("state_dict", "model", "ema"): only tensors named
+   *  "<select>.<rest>" are kept, named "<rest>". NULL or "": the whole tree. */
+  const char* select;
+  /** rename_prefix_count prefix renames: a name starting with rename_prefix_from[i] has it
+   *  replaced by rename_prefix_to[i] (the first that matches; "module." to "" drops
+   *  DataParallel's prefix). */
+  const char* const* rename_prefix_from;
+  const char* const* rename_prefix_to;
+  size_t rename_prefix_count;
+  /** Globs over the (renamed) names: `*`, `?`, `[a-z]`, `[!a-z]`. A tensor is kept when it
+   *  matches one of `only` (or only_count is 0) and none of `exclude`. */
+  const char* const* only;
+  size_t only_count;
+  const char* const* exclude;
+  size_t exclude_count;
 } pthload_options;
 
 /** The calling thread's last error. Every string is NUL-terminated (empty when unknown). */
