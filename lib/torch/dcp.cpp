@@ -90,6 +90,18 @@ OpenedItem open_item(ItemFiles& files, const dcp::Entry& entry, const dcp::Chunk
   const std::string where =
       fmt::format("{}+{}", chunk.location.relative_path, chunk.location.offset);
   try {
+    // FileSystemWriter(serialization_format=SAFETENSORS) writes each file as a safetensors file
+    // whose items are raw tensor bytes: no torch.save stream to open.
+    constexpr std::string_view kZipMagic{"PK\x03\x04", 4};
+    if (bytes.size() < kZipMagic.size() ||
+        std::memcmp(bytes.data(), kZipMagic.data(), kZipMagic.size()) != 0) {
+      throw UnsupportedError(Errc::kDcpItemMismatch,
+                             fmt::format("the item of tensor '{}' is not a torch.save stream "
+                                         "(FileSystemWriter's serialization_format=SAFETENSORS "
+                                         "writes raw bytes, which pthload does not read)",
+                                         entry.fqn),
+                             {.offset = chunk.location.offset});
+    }
     Checkpoint item =
         open_mapped(std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)),
                     where, options);

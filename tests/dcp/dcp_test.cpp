@@ -215,6 +215,18 @@ TEST_SUITE("fixtures") {
           }) == Errc::kSelectNameCollision);
   }
 
+  TEST_CASE("dcp: items written as safetensors are refused with the reason") {
+    for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      try {
+        (void)pthload::open(kFixtures / "safetensors_format", {.io = io});
+        FAIL("opened");
+      } catch (const pthload::UnsupportedError& e) {
+        CHECK(e.code() == Errc::kDcpItemMismatch);
+        CHECK(std::string(e.what()).find("SAFETENSORS") != std::string::npos);
+      }
+    }
+  }
+
   TEST_CASE("dcp: hostile directories give errors, never crashes") {
     const std::string metadata = [] {
       std::ifstream in(kFixtures / "sharded" / ".metadata", std::ios::binary);
