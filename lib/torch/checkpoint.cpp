@@ -253,8 +253,12 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
   try {
-    // A directory with a .metadata file: torch.distributed.checkpoint's (options applied there).
+    // A directory with a .metadata file, or that file: torch.distributed.checkpoint's (options
+    // applied there).
     if (torch::is_dcp_directory(path)) return torch::open_dcp(path, options);
+    if (const auto directory = torch::dcp_directory_of_metadata(path)) {
+      return torch::open_dcp(*directory, options);
+    }
     // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
     // (It applies options' select, renames and filters itself, shard by shard.)
     if (const auto index = torch::shard_index_of(path)) {

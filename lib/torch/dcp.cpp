@@ -256,6 +256,17 @@ bool is_dcp_directory(const fs::path& path) noexcept {
   return fs::is_directory(path, ignored) && fs::is_regular_file(path / kMetadataName, ignored);
 }
 
+std::optional<fs::path> dcp_directory_of_metadata(const fs::path& path) noexcept {
+  if (path.filename() != kMetadataName) return std::nullopt;
+  try {
+    fs::path directory = path.parent_path();
+    if (directory.empty()) directory = ".";
+    if (is_dcp_directory(directory)) return directory;
+  } catch (...) {  // a path that cannot be copied (memory): not ours to report here
+  }
+  return std::nullopt;
+}
+
 Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = directory.string();

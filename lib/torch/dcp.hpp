@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 
 #include "pthload/checkpoint.hpp"
 
@@ -12,6 +13,11 @@ namespace pthload::torch {
 /// Whether `path` is a directory holding a `.metadata` file (DCP's, filesystem.py
 /// _metadata_fn). Never throws.
 [[nodiscard]] bool is_dcp_directory(const std::filesystem::path& path) noexcept;
+
+/// The directory of `path` when `path` is a DCP `.metadata` file (named so, in a directory
+/// is_dcp_directory accepts), else nullopt. Never throws.
+[[nodiscard]] std::optional<std::filesystem::path> dcp_directory_of_metadata(
+    const std::filesystem::path& path) noexcept;
 
 /// Opens the DCP directory `directory` as one Checkpoint (Format::kDcp): every tensor of its
 /// `.metadata` under the name dcp.load uses (the flattened fqn, "model.layers.0.weight"), after

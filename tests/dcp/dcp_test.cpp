@@ -108,6 +108,9 @@ TEST_SUITE("fixtures") {
         CAPTURE(io_name(io));
         const auto opened = pthload::open(kFixtures / dir, {.io = io});
         CHECK(opened.format() == pthload::Format::kDcp);
+        // The .metadata file stands for its directory.
+        CHECK(pthload::open(kFixtures / dir / ".metadata", {.io = io}).tensors().size() ==
+              opened.tensors().size());
         CHECK(pthload::format_name(opened.format()) == "dcp");
         const auto loaded = pthload::load(kFixtures / dir, {.io = io});
         CHECK(opened.tensors().size() == loaded.tensors().size());
