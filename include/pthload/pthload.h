@@ -6,8 +6,8 @@
  *   codes of the C++ errors, unchanged (1xx input/output, 2xx zip, 3xx pickle, 4xx torch,
  *   5xx device, 6xx legacy streams, 7xx safetensors, 8xx sets of files, 9xx this API, 10xx
  *   choosing tensors and slices, 11xx torch.distributed.checkpoint). pthload_last_error()
- *   then describes the failure. Each such function resets the calling thread's last error to code 0
- * on success.
+ *   then describes the failure. Each such function resets the calling thread's last error
+ *   to code 0 on success.
  * - Handles (pthload_checkpoint, pthload_records) are owned by the caller and released with their
  * _free function. Pointers to tensors and strings a checkpoint hands out are borrowed: valid until
  *   the checkpoint is freed, never to be freed by the caller.
