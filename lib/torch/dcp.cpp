@@ -251,19 +251,16 @@ bool is_whole(const dcp::Entry& entry) {
 
 }  // namespace
 
-bool is_dcp_directory(const fs::path& path) noexcept {
+bool is_dcp_directory(const fs::path& path) {
   std::error_code ignored;
   return fs::is_directory(path, ignored) && fs::is_regular_file(path / kMetadataName, ignored);
 }
 
-std::optional<fs::path> dcp_directory_of_metadata(const fs::path& path) noexcept {
+std::optional<fs::path> dcp_directory_of_metadata(const fs::path& path) {
   if (path.filename() != kMetadataName) return std::nullopt;
-  try {
-    fs::path directory = path.parent_path();
-    if (directory.empty()) directory = ".";
-    if (is_dcp_directory(directory)) return directory;
-  } catch (...) {  // a path that cannot be copied (memory): not ours to report here
-  }
+  fs::path directory = path.parent_path();
+  if (directory.empty()) directory = ".";
+  if (is_dcp_directory(directory)) return directory;
   return std::nullopt;
 }
 

@@ -11,13 +11,13 @@
 namespace pthload::torch {
 
 /// Whether `path` is a directory holding a `.metadata` file (DCP's, filesystem.py
-/// _metadata_fn). Never throws.
-[[nodiscard]] bool is_dcp_directory(const std::filesystem::path& path) noexcept;
+/// _metadata_fn). Throws only std::bad_alloc (building the file's path).
+[[nodiscard]] bool is_dcp_directory(const std::filesystem::path& path);
 
 /// The directory of `path` when `path` is a DCP `.metadata` file (named so, in a directory
-/// is_dcp_directory accepts), else nullopt. Never throws.
+/// is_dcp_directory accepts), else nullopt. Throws only std::bad_alloc.
 [[nodiscard]] std::optional<std::filesystem::path> dcp_directory_of_metadata(
-    const std::filesystem::path& path) noexcept;
+    const std::filesystem::path& path);
 
 /// Opens the DCP directory `directory` as one Checkpoint (Format::kDcp): every tensor of its
 /// `.metadata` under the name dcp.load uses (the flattened fqn, "model.layers.0.weight"), after
