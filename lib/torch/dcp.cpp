@@ -154,7 +154,9 @@ void copy_chunk(const OpenedItem& item, const dcp::Chunk& chunk,
   const auto& storage = internal::Access::state(tensor.storage());
   const std::size_t element = element_size(tensor.dtype());
   const auto& range = *storage.file_range;  // point_at_file made every storage a range
-  std::vector<std::byte> source(static_cast<std::size_t>(storage.nbytes));
+  // Not zero-filled: copy_out writes every byte.
+  common::AlignedBuffer source_buffer(static_cast<std::size_t>(storage.nbytes));
+  const std::span<std::byte> source = source_buffer.span();
   if (!source.empty()) {
     item.file->copy_out(item.file->bytes().subspan(static_cast<std::size_t>(range.offset),
                                                    static_cast<std::size_t>(range.size)),
@@ -209,7 +211,10 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   if (!nbytes || *nbytes > SIZE_MAX) {
     throw FormatError(Errc::kDcpBadChunks, fmt::format("tensor '{}' is too large", entry.fqn));
   }
-  std::vector<std::byte> whole(static_cast<std::size_t>(*nbytes));
+  // Not zero-filled: the chunks were checked to cover the tensor exactly, so every byte is
+  // written once.
+  common::AlignedBuffer whole_buffer(static_cast<std::size_t>(*nbytes));
+  const std::span<std::byte> whole = whole_buffer.span();
   std::size_t swap_unit = 0;
   for (const auto& chunk : entry.chunks) {
     const OpenedItem item = open_item(files, entry, chunk, dtype, options);
