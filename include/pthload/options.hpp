@@ -59,10 +59,13 @@ struct CudaOptions {
 
 /// How a checkpoint file's bytes are read (LoadOptions::io).
 enum class IoStrategy {
-  /// Memory-map the file. CPU storages may be zero-copy views of the mapping; every copy
-  /// (LoadOptions::copy, CUDA staging, conversions) is read with pread, so a file truncated
-  /// while it is copied gives IoError, not SIGBUS. A view of a file truncated afterwards raises
-  /// SIGBUS when its bytes are touched, as torch.load(mmap=True) and safetensors do.
+  /// Memory-map the file for zero-copy views of its storages. The structure (a zip index and
+  /// pickles, a safetensors header) is read with pread, every copy (copy_cpu_storages, CUDA
+  /// staging, conversions) and every read the library makes of a view (checksums, CRC checks,
+  /// Storage::read) too, so a file truncated during a load or those reads gives IoError, not
+  /// SIGBUS. A view of a file truncated afterwards raises SIGBUS when the caller touches its
+  /// bytes, as torch.load(mmap=True) and safetensors do. (Legacy pre-1.6 streams are parsed
+  /// in the mapping.)
   kMap,
   /// Never map the file: its structure (zip index, pickles) is read with pread into owned
   /// memory and every storage is an owned copy read with pread (no views), so a file that

@@ -9,13 +9,14 @@
 //   while any other thread uses it or its bytes: the caller serialises those.
 // The `threads` test suite checks these rules under ThreadSanitizer in CI.
 //
-// Files that change. LoadOptions::io says how bytes are read. With the default (a mapping),
-// copies — owned CPU copies, CUDA staging, conversions — are read with pread, so a file
-// truncated during them gives IoError; a zero-copy view stays a view of the mapping, and
-// touching it after the file was truncated raises SIGBUS, as with torch.load(mmap=True) and
-// safetensors. load() refuses (IoError kIoFileChanged) a file written or truncated between
-// open() and placement. With IoStrategy::kRead the file is never mapped: no truncation at any
-// point of a load can raise a signal.
+// Files that change. LoadOptions::io says how bytes are read. With the default (a mapping for
+// views), the structure (index, pickles), copies — owned CPU copies, CUDA staging, conversions —
+// and the library's own reads of views (checksums, CRC checks, Storage::read) use pread, so a
+// file truncated during them gives IoError; a zero-copy view stays a view of the mapping, and
+// the caller touching it after the file was truncated raises SIGBUS, as with
+// torch.load(mmap=True) and safetensors. load() refuses (IoError kIoFileChanged) a file written or
+// truncated between open() and placement. With IoStrategy::kRead the file is never mapped: no
+// truncation at any point of a load can raise a signal.
 #pragma once
 
 #include "pthload/checkpoint.hpp"

@@ -97,6 +97,12 @@ class PTHLOAD_API Storage {
   /// The bytes, when placed on the CPU; valid while this Storage lives. Throws
   /// DeviceError(kDeviceNotOnCpu) otherwise.
   [[nodiscard]] std::span<const std::byte> bytes() const;
+  /// Copies `destination.size()` bytes of a storage placed on the CPU, from byte `offset`. A
+  /// view of the file is read with pread, not through the mapping: a file truncated or
+  /// rewritten since the load gives IoError (kIoUnexpectedEof) naming the file, record and
+  /// offset, where reading bytes() would raise SIGBUS. Throws as bytes() does, and
+  /// FormatError(kTorchTensorOutOfBounds) when the range runs past nbytes().
+  void read(std::uint64_t offset, std::span<std::byte> destination) const;
   /// The device address of a CUDA storage (nullptr for others and for empty storages).
   [[nodiscard]] const void* device_pointer() const noexcept;
 
@@ -179,10 +185,14 @@ class PTHLOAD_API Tensor {
   /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data(),
   /// and FormatError(kTorchLimitExceeded) for a view that overlaps itself (stride 0) and shows
   /// more than kMaxOverlappingViewBytes: a tiny file must not make it allocate terabytes.
+  /// A storage that is a view of the file is read with pread, not through the mapping, so a
+  /// file truncated since the load gives IoError (kIoUnexpectedEof), never SIGBUS.
   [[nodiscard]] std::vector<std::byte> contiguous_bytes() const;
   /// XXH3-64 of the elements in row-major order as little-endian bytes — what a view shows,
-  /// not its whole storage — without copying them; a quantized tensor hashes its integers.
-  /// pthinspect's `--checksum`. Throws as contiguous_bytes(), for the same reason: time.
+  /// not its whole storage; a quantized tensor hashes its integers. pthinspect's `--checksum`.
+  /// Owned bytes are hashed in place; a view of the file is read with pread (4 MiB at a time; a
+  /// strided view through one copy of the bytes it spans), as contiguous_bytes() reads it.
+  /// Throws as contiguous_bytes(), and kTorchLimitExceeded for the same reason: time.
   [[nodiscard]] std::uint64_t content_checksum() const;
 
  private:

@@ -118,10 +118,24 @@ MappedFile MappedFile::image(std::shared_ptr<const FileReader> reader) {
           fmt::format("out of memory: no address space for an image of the file ({} bytes)", size),
           {.path = reader->path()});
     }
+    // Huge pages where the kernel has them: an image filled with most of a file of many small
+    // records (a 100 000-tensor state dict) otherwise pays a page fault per 4 KiB.
+    ::madvise(address, static_cast<std::size_t>(size), MADV_HUGEPAGE);
     file.owner_ = Image{address, static_cast<std::size_t>(size)};
     file.bytes_ = {static_cast<const std::byte*>(address), static_cast<std::size_t>(size)};
   }
   file.reader_ = std::move(reader);
+  return file;
+}
+
+MappedFile MappedFile::image_with_views(std::shared_ptr<const FileReader> reader) {
+  const int fd = reader->descriptor();
+  MappedFile file = image(std::move(reader));
+  if (!file.bytes_.empty()) {
+    void* address = ::mmap(nullptr, file.bytes_.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+    // A filesystem that refuses mmap: storages are copied out of the file instead.
+    if (address != MAP_FAILED) file.views_ = Mapping{address, file.bytes_.size()};
+  }
   return file;
 }
 
@@ -144,16 +158,31 @@ void MappedFile::copy_out(std::span<const std::byte> range, std::span<std::byte>
                           std::string_view record) const {
   PTHLOAD_ASSERT(range.size() == destination.size());
   if (range.empty()) return;
-  const bool inside =
-      range.data() >= bytes_.data() && range.data() + range.size() <= bytes_.data() + bytes_.size();
-  const bool from_file =
-      inside && reader_ != nullptr &&
-      (std::holds_alternative<Mapping>(owner_) || std::holds_alternative<Image>(owner_));
-  if (from_file) {
+  const auto inside = [&](std::span<const std::byte> all) {
+    return !all.empty() && range.data() >= all.data() &&
+           range.data() + range.size() <= all.data() + all.size();
+  };
+  const bool from_file = reader_ != nullptr && (std::holds_alternative<Mapping>(owner_) ||
+                                                std::holds_alternative<Image>(owner_));
+  if (from_file && inside(bytes_)) {
     reader_->read_at(static_cast<std::uint64_t>(range.data() - bytes_.data()), destination, record);
     return;
   }
+  if (from_file && views_.address != nullptr && inside(view_bytes())) {
+    reader_->read_at(static_cast<std::uint64_t>(range.data() - view_bytes().data()), destination,
+                     record);
+    return;
+  }
   std::memcpy(destination.data(), range.data(), range.size());
+}
+
+std::optional<std::span<const std::byte>> MappedFile::view_of(
+    std::span<const std::byte> range) const noexcept {
+  if (!std::holds_alternative<Image>(owner_) || complete_) return range;
+  if (views_.address == nullptr) return std::nullopt;
+  PTHLOAD_ASSERT(range.data() >= bytes_.data() &&
+                 range.data() + range.size() <= bytes_.data() + bytes_.size());
+  return view_bytes().subspan(static_cast<std::size_t>(range.data() - bytes_.data()), range.size());
 }
 
 void MappedFile::check_unchanged() const {
@@ -176,6 +205,7 @@ MappedFile MappedFile::borrow(std::span<const std::byte> bytes) noexcept {
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : owner_(std::exchange(other.owner_, std::monostate{})),
+      views_(std::exchange(other.views_, {})),
       bytes_(std::exchange(other.bytes_, {})),
       reader_(std::move(other.reader_)),
       complete_(std::exchange(other.complete_, false)) {}
@@ -184,6 +214,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     release();
     owner_ = std::exchange(other.owner_, std::monostate{});
+    views_ = std::exchange(other.views_, {});
     bytes_ = std::exchange(other.bytes_, {});
     reader_ = std::move(other.reader_);
     complete_ = std::exchange(other.complete_, false);
@@ -198,6 +229,8 @@ MappedFile::~MappedFile() {
 void MappedFile::release() noexcept {
   if (auto* mapping = std::get_if<Mapping>(&owner_)) ::munmap(mapping->address, mapping->length);
   if (auto* image = std::get_if<Image>(&owner_)) ::munmap(image->address, image->length);
+  if (views_.address != nullptr) ::munmap(views_.address, views_.length);
+  views_ = {};
   owner_ = std::monostate{};
   bytes_ = {};
   reader_.reset();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <variant>
@@ -44,6 +45,11 @@ class MappedFile {
   /// An image of the file `reader` opened, with nothing read yet (all holes). Parts are read
   /// with fill(). Throws OutOfMemoryError when the address space cannot hold it.
   [[nodiscard]] static MappedFile image(std::shared_ptr<const FileReader> reader);
+  /// An image() beside a read-only mapping of the same file (io=map): the structure (index,
+  /// pickles) is read into the image with pread and parsed there, so a file truncated while it
+  /// is opened gives IoError rather than SIGBUS; storages are zero-copy views of the mapping
+  /// (view_of). Where the file cannot be mapped, storages are copied out instead.
+  [[nodiscard]] static MappedFile image_with_views(std::shared_ptr<const FileReader> reader);
 
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -74,6 +80,20 @@ class MappedFile {
   void copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
                 std::string_view record = {}) const;
 
+  /// `range` (bytes of bytes()) as bytes that may be viewed for as long as this object lives:
+  /// `range` itself for a mapping, memory or a complete image; the same bytes of the mapping of
+  /// an image_with_views(); nothing for an image with holes and no mapping (copy_out instead).
+  [[nodiscard]] std::optional<std::span<const std::byte>> view_of(
+      std::span<const std::byte> range) const noexcept;
+  /// The bytes views are taken from: the mapping of an image_with_views(), else bytes(). A
+  /// view's range lies in it, and copy_out() accepts it as it accepts bytes().
+  [[nodiscard]] std::span<const std::byte> view_bytes() const noexcept {
+    return views_.address != nullptr
+               ? std::span<const std::byte>(static_cast<const std::byte*>(views_.address),
+                                            views_.length)
+               : bytes_;
+  }
+
   /// Throws IoError kIoFileChanged when the file was written or truncated since it was opened
   /// (see FileReader::check_unchanged); nothing for bytes that came from memory.
   void check_unchanged() const;
@@ -94,6 +114,7 @@ class MappedFile {
 
   // monostate: borrowed or empty
   std::variant<std::monostate, Mapping, AlignedBuffer, Image> owner_;
+  Mapping views_;  // an image_with_views()'s mapping of the file; address nullptr otherwise
   std::span<const std::byte> bytes_;
   std::shared_ptr<const FileReader> reader_;  // a mapping's or an image's file, for pread
   bool complete_ = false;                     // an image with every byte read

@@ -103,7 +103,8 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   std::vector<DeviceJob> jobs;
   std::vector<internal::StorageState*> moved;
   std::uint64_t total = 0;
-  const auto file = state.file ? state.file->bytes() : std::span<const std::byte>();
+  // CPU storages that are file views lie in view_bytes() (an io=map image's mapping).
+  const auto file = state.file ? state.file->view_bytes() : std::span<const std::byte>();
   std::size_t next_copy = 0;
   for (const auto& storage : state.storages) {
     auto& s = internal::Access::state(*storage);

@@ -96,11 +96,22 @@ Gather plan_gather(const Tensor& tensor, std::string_view name, int dim, std::in
           .step = static_cast<std::uint64_t>(extent) * element};
 }
 
-void gather_into(std::span<const std::byte> source, const Gather& gather, std::byte* out) {
+// Copies the slice's runs of `source` into `out`. Bytes still in the file are read with pread
+// through `file` (an io=read image may not hold them; a mapping may shrink under us), others
+// (placed or inflated) copied from memory.
+void gather_into(std::span<const std::byte> source, const Gather& gather, std::byte* out,
+                 const common::MappedFile* file, std::string_view record) {
   if (gather.run_bytes == 0) return;
+  const auto run_bytes = static_cast<std::size_t>(gather.run_bytes);
   for (std::uint64_t r = 0; r < gather.runs; ++r) {
-    std::memcpy(out + r * gather.run_bytes, source.data() + gather.first + r * gather.step,
-                gather.run_bytes);
+    const auto run =
+        source.subspan(static_cast<std::size_t>(gather.first + r * gather.step), run_bytes);
+    std::byte* destination = out + r * gather.run_bytes;
+    if (file != nullptr) {
+      file->copy_out(run, {destination, run_bytes}, record);
+    } else {
+      std::memcpy(destination, run.data(), run_bytes);
+    }
   }
 }
 
@@ -128,12 +139,16 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     common::AlignedBuffer inflated;
     std::span<const std::byte> source;
     std::size_t swap_unit = 1;
+    const common::MappedFile* file = nullptr;  // reads `source` when it is bytes of the file
     if (tensor.storage().is_placed()) {
       source = source_state.cpu_bytes;
     } else {
       source = device::stored_bytes(state, source_state, inflated);
       swap_unit = source_state.swap_unit;
+      if (inflated.size() == 0) file = &device::storage_file(state, source_state);
     }
+    const std::string_view record =
+        source_state.record != nullptr ? std::string_view(source_state.record->name) : "";
     const std::uint64_t last_end =
         gather.runs == 0 ? 0 : gather.first + (gather.runs - 1) * gather.step + gather.run_bytes;
     if (gather.bytes() > 0 && last_end > source.size()) {
@@ -152,7 +167,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     switch (device.type) {
       case Device::Type::kCpu: {
         common::AlignedBuffer buffer(static_cast<std::size_t>(slice->nbytes));
-        gather_into(source, gather, buffer.data());
+        gather_into(source, gather, buffer.data(), file, record);
         if (swap_unit > 1) device::cpu::byteswap(buffer.span().first(slice->nbytes), swap_unit);
         slice->placement = std::move(buffer);
         slice->cpu_bytes =
@@ -175,13 +190,14 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
                                  static_cast<std::size_t>(gather.run_bytes));
         } else {
           gathered = common::AlignedBuffer(static_cast<std::size_t>(slice->nbytes));
-          gather_into(source, gather, gathered.data());
+          gather_into(source, gather, gathered.data(), file, record);
           bytes = gathered.span().first(slice->nbytes);
         }
         const device::DeviceJob job{.storage = slice.get(),
                                     .device = device.index,
                                     .source = bytes,
                                     .file = {},
+                                    .reader = gathered.size() == 0 ? file : nullptr,
                                     .swap_unit = swap_unit,
                                     .alignment = device::view_alignment(*slice)};
         device::Progress progress(cuda.progress, slice->nbytes);

@@ -10,12 +10,23 @@
 
 #include <fmt/format.h>
 
+#include "common/assert.hpp"
 #include "common/byte_reader.hpp"
+#include "common/check.hpp"
 #include "pickle/opcodes.hpp"
 #include "pickle/text.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
+namespace {
+
+// INST's module and name and PERSID's id: _pickle.c decodes them as ASCII.
+bool is_ascii(std::string_view text) noexcept {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+}  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
 // befriend it and lend it its reusable scratch vectors.
@@ -78,6 +89,7 @@ class Interpreter {
     return common::load_le<T>(take(sizeof(T)));
   }
   std::string_view line() {
+    PTHLOAD_ASSERT(pos_ <= size_);  // take() and line() never step past the end
     const auto* start = reinterpret_cast<const char*>(data_ + pos_);
     const auto* newline = static_cast<const char*>(std::memchr(start, '\n', size_ - pos_));
     if (newline == nullptr) {
@@ -120,9 +132,12 @@ class Interpreter {
     if (marks_.empty()) fail(Errc::kPickleMarkNotFound, fmt::format("no MARK for {}", name()));
     const std::size_t mark = marks_.back();
     marks_.pop_back();
+    // A mark is a stack position, and pop() never reaches below the newest one.
+    PTHLOAD_ASSERT(mark <= stack_.size());
     return mark;
   }
   [[nodiscard]] std::span<Value* const> above(std::size_t mark) const noexcept {
+    PTHLOAD_ASSERT(mark <= stack_.size());
     return {stack_.data() + mark, stack_.size() - mark};
   }
   void check_depth(const Value& value) const {
@@ -490,10 +505,6 @@ void Interpreter::load_inst() {
   const std::size_t mark = pop_mark();
   const auto module = line();
   const auto qualified_name = line();
-  const auto is_ascii = [](std::string_view s) {
-    return std::all_of(s.begin(), s.end(),
-                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-  };
   if (!is_ascii(module) || !is_ascii(qualified_name)) {
     fail(Errc::kPickleInvalidUtf8, "INST module and name must be ASCII");
   }
@@ -540,13 +551,9 @@ void Interpreter::load_build() {
 void Interpreter::load_persistent(Value* id) {
   const Value* value = nullptr;
   if (options_.persistent_load) {
-    try {
-      value = options_.persistent_load(*id, *arena_);
-    } catch (Error& e) {
-      if (!e.context().offset) e.context().offset = options_.base_offset + op_offset_;
-      if (!e.context().opcode) e.context().opcode = opcode_;
-      throw;
-    }
+    // The torch layer's errors about the id are located at this opcode.
+    value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode_},
+                                 [&] { return options_.persistent_load(*id, *arena_); });
   }
   // Values only come into being in an arena, non-const: handing one back as const and taking
   // it again as mutable (a later APPEND may extend it) is sound.
@@ -806,10 +813,7 @@ Result Interpreter::run() {
         break;
       case Opcode::kPersId: {
         const auto id = line();
-        if (!std::all_of(id.begin(), id.end(),
-                         [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-          fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
-        }
+        if (!is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
         load_persistent(arena_->make_string_view(id));
         break;
       }
@@ -821,7 +825,8 @@ Result Interpreter::run() {
       case Opcode::kExt1:
       case Opcode::kExt2:
       case Opcode::kExt4: {
-        const std::size_t width = opcode_ == 0x82 ? 1 : opcode_ == 0x83 ? 2 : 4;
+        const auto opcode = static_cast<Opcode>(opcode_);
+        const std::size_t width = opcode == Opcode::kExt1 ? 1 : opcode == Opcode::kExt2 ? 2 : 4;
         std::uint32_t code = 0;
         const std::byte* p = take(width);
         for (std::size_t i = 0; i < width; ++i)

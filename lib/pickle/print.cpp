@@ -505,19 +505,16 @@ class Printer {
         entries(v.dict_items(), depth, flat);
         break;
       case Kind::kSet:
+      case Kind::kFrozenSet: {
+        // Python's repr: set() and frozenset() when empty, {1, 2} and frozenset({1, 2}) if not.
+        const bool frozen = v.kind() == Kind::kFrozenSet;
         if (v.items().empty()) {
-          text("set()");
+          text(frozen ? "frozenset()" : "set()");
         } else {
-          sequence(v.items(), depth, flat, "{", "}");
+          sequence(v.items(), depth, flat, frozen ? "frozenset({" : "{", frozen ? "})" : "}");
         }
         break;
-      case Kind::kFrozenSet:
-        if (v.items().empty()) {
-          text("frozenset()");
-        } else {
-          sequence(v.items(), depth, flat, "frozenset({", "})");
-        }
-        break;
+      }
       case Kind::kPersistent:
         text("persistent(");
         value(&v.persistent_id(), depth, flat);

@@ -64,7 +64,7 @@ std::string_view as_text(std::span<const std::byte> bytes) {
 }
 
 void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
-  state.archive = zip::Archive::parse(state.file->bytes(), options.limits);
+  state.archive = zip::Archive::parse(*state.file, options.limits);
   const auto& entries = state.archive->entries();
   // torch's reader takes the top folder from the first record (inline_container.cc init).
   if (entries.empty()) {
@@ -266,9 +266,7 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     }
     std::shared_ptr<const common::MappedFile> file;
     try {
-      file = options.io == IoStrategy::kRead
-                 ? torch::read_file_image(path, options.limits)
-                 : std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+      file = torch::open_checkpoint_file(path, options);
     } catch (Error& e) {
       if (e.context().path.empty()) e.context().path = path.string();
       throw;

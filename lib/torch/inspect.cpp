@@ -30,8 +30,8 @@ bool is_python_builtin(std::string_view module) {
 }  // namespace
 
 // What the torch and pickle layers give a meaning to without calling anything. Kept beside the
-// layers' own checks (globals.cpp, storage_types.cpp, codecs.cpp, quantized.cpp, sparse.cpp,
-// storageless.cpp, legacy_storages.cpp): a global listed here and not there would be reported
+// layers' own checks (globals.cpp, storage_types.cpp, codecs.cpp, the rebuild_*.cpp files,
+// legacy_storages.cpp): a global listed here and not there would be reported
 // as understood while the loader keeps it opaque, which the fixture tests would show.
 bool torch::is_interpreted(const Value& global) {
   if (torch::classify_global(global) != torch::KnownGlobal::kOther) return true;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pickle/codecs.hpp"
 #include "pthload/error.hpp"
@@ -213,7 +214,8 @@ StorageRef load_from_bytes(internal::CheckpointState& checkpoint, const Value& c
   // storage may outlive the pickle they came from.
   auto file = std::make_shared<const common::MappedFile>(
       common::MappedFile::from_bytes(std::as_bytes(std::span(bytes->data(), bytes->size()))));
-  try {
+  // Offsets are within the nested stream, which has no name of its own.
+  return common::with_context({.record = "<torch.storage._load_from_bytes>"}, [&] {
     LegacyStorages storages(checkpoint, file);
     auto stream = legacy::Stream::parse(
         file->bytes(), limits,
@@ -227,11 +229,7 @@ StorageRef load_from_bytes(internal::CheckpointState& checkpoint, const Value& c
                                     pickle::kind_name(root.kind())));
     }
     return storages.storage_of(root.persistent_id());
-  } catch (Error& e) {
-    // Offsets are within the nested stream, which has no name of its own.
-    if (e.context().record.empty()) e.context().record = "<torch.storage._load_from_bytes>";
-    throw;
-  }
+  });
 }
 
 }  // namespace pthload::torch

@@ -1,4 +1,5 @@
-// LoadOptions::io = kRead: a checkpoint file read with pread into owned memory, never mapped.
+// How a checkpoint file's bytes are got (LoadOptions::io): an image read with pread, beside a
+// mapping for zero-copy views (kMap) or alone (kRead).
 #pragma once
 
 #include <filesystem>
@@ -15,5 +16,25 @@ namespace pthload::torch {
 /// it. Throws IoError, OutOfMemoryError.
 [[nodiscard]] std::shared_ptr<const common::MappedFile> read_file_image(
     const std::filesystem::path& path, const Limits& limits);
+
+/// The file at `path` for a load that views storages in place (io=map): a zip archive's
+/// index, pickles and non-storage records, or a safetensors file's header, read into an image
+/// with pread (a file truncated meanwhile gives IoError, not SIGBUS), and every storage a view
+/// of a mapping of the file. Legacy streams, pipes and anything else are mapped (or read) as
+/// MappedFile::open does: their structure is parsed where it lies. Throws IoError,
+/// OutOfMemoryError.
+[[nodiscard]] std::shared_ptr<const common::MappedFile> map_file_image(
+    const std::filesystem::path& path, const Limits& limits);
+
+/// The file at `path` for reading its zip records one by one (RecordReader): the index read
+/// into an image with pread, every stored record a hole to be read with copy_out. What is not a
+/// zip archive is read whole (the parse then says what it is). A pipe or device is read as
+/// MappedFile::open reads it. Throws IoError, OutOfMemoryError.
+[[nodiscard]] common::MappedFile index_file_image(const std::filesystem::path& path,
+                                                  const Limits& limits);
+
+/// read_file_image or map_file_image, as `options.io` says.
+[[nodiscard]] std::shared_ptr<const common::MappedFile> open_checkpoint_file(
+    const std::filesystem::path& path, const LoadOptions& options);
 
 }  // namespace pthload::torch

@@ -1,5 +1,4 @@
-// Argument readers shared by the rebuild functions (tensor_builder.cpp, quantized.cpp,
-// sparse.cpp, storageless.cpp).
+// Argument readers shared by the rebuild functions (rebuild_*.cpp, storage_resolver.cpp).
 #include "torch/rebuild_args.hpp"
 
 #include <fmt/format.h>
@@ -105,6 +104,16 @@ void int_tuple(const Value& value, const Value& function, std::string_view what,
     const std::int64_t n = int_argument(*item, function, what);
     if (n < 0) bad_arguments(function, fmt::format("{} holds a negative value {}", what, n));
     result.push_back(n);
+  }
+}
+
+void size_and_stride(const Value& size, const Value& stride, const Value& function,
+                     std::vector<std::int64_t>& sizes, std::vector<std::int64_t>& strides) {
+  int_tuple(size, function, "size", sizes);
+  int_tuple(stride, function, "stride", strides);
+  if (sizes.size() != strides.size()) {
+    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
+                                        strides.size()));
   }
 }
 

@@ -45,6 +45,12 @@ void expect_arity(const pickle::Value& args, std::size_t count, std::size_t most
 void int_tuple(const pickle::Value& value, const pickle::Value& function, std::string_view what,
                std::vector<std::int64_t>& result);
 
+/// A rebuild's size and stride tuples (int_tuple) into `sizes` and `strides`; throws
+/// FormatError(kTorchBadRebuildArguments) unless they have as many dimensions.
+void size_and_stride(const pickle::Value& size, const pickle::Value& stride,
+                     const pickle::Value& function, std::vector<std::int64_t>& sizes,
+                     std::vector<std::int64_t>& strides);
+
 /// The dtype a `torch.<dtype>` global argument names; throws FormatError(kTorchUnknownDtype).
 [[nodiscard]] Dtype dtype_argument(const pickle::Value& value, const pickle::Value& function);
 

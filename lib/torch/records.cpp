@@ -2,12 +2,15 @@
 // auditing a checkpoint's records.
 #include "pthload/records.hpp"
 
+#include <cstring>
+
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
+#include "torch/read_image.hpp"
 #include "zip/archive.hpp"
 
 namespace pthload {
@@ -30,7 +33,7 @@ RecordInfo info_of(const zip::Entry& entry) {
           .size = entry.uncompressed_size,
           .compressed_size = entry.compressed_size,
           .crc32 = entry.crc32,
-          .is_compressed = entry.method != 0};
+          .is_compressed = entry.method != zip::kMethodStored};
 }
 
 }  // namespace
@@ -40,7 +43,7 @@ RecordInfo info_of(const zip::Entry& entry) {
 struct RecordReader::State {
   State(common::MappedFile mapped, std::string name, const LoadOptions& options)
       : file(std::move(mapped)), path(std::move(name)), verify_crc(options.verify_crc) {
-    with_path(path, [&] { archive.emplace(zip::Archive::parse(file.bytes(), options.limits)); });
+    with_path(path, [&] { archive.emplace(zip::Archive::parse(file, options.limits)); });
     records.reserve(archive->entries().size());
     for (const zip::Entry& entry : archive->entries())
       records.push_back(info_of(entry));
@@ -64,7 +67,7 @@ RecordReader::~RecordReader() = default;
 
 RecordReader RecordReader::open(const std::filesystem::path& path, const LoadOptions& options) {
   const std::string name = path.string();
-  auto file = with_path(name, [&] { return common::MappedFile::open(path); });
+  auto file = with_path(name, [&] { return torch::index_file_image(path, options.limits); });
   return RecordReader(std::make_unique<State>(std::move(file), name, options));
 }
 
@@ -88,9 +91,18 @@ const RecordInfo* RecordReader::find(std::string_view name) const noexcept {
 std::vector<std::byte> RecordReader::read(std::string_view name) const {
   const zip::Entry& entry = state_->entry(name);
   return with_path(state_->path, [&] {
-    const auto record = state_->archive->read(entry, state_->verify_crc);
+    const auto record = state_->archive->read(entry);
     const auto bytes = record.bytes();
-    return std::vector<std::byte>(bytes.begin(), bytes.end());
+    std::vector<std::byte> contents(bytes.size());
+    // A stored record is read with pread (the image holds only the index): a file truncated
+    // since open() gives IoError, not SIGBUS.
+    if (record.is_view()) {
+      state_->file.copy_out(bytes, contents, entry.name);
+    } else if (!bytes.empty()) {
+      std::memcpy(contents.data(), bytes.data(), bytes.size());
+    }
+    if (state_->verify_crc) zip::Archive::check_crc(entry, contents);
+    return contents;
   });
 }
 

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.hpp"
 #include "common/mapped_file.hpp"
 #include "pickle/census.hpp"
 #include "pickle/machine.hpp"
@@ -26,6 +27,7 @@
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
 #include "torch/interpreted.hpp"
+#include "torch/read_image.hpp"
 #include "zip/archive.hpp"
 
 namespace pthload {
@@ -397,7 +399,7 @@ bool starts_with(std::span<const std::byte> bytes, std::string_view prefix) {
 void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOptions& options) {
   std::optional<zip::Archive> archive;
   try {
-    archive.emplace(zip::Archive::parse(file.bytes(), options.limits));
+    archive.emplace(zip::Archive::parse(file, options.limits));
   } catch (const Error& e) {
     const bool misleading = e.code() == Errc::kZipLocalHeaderMismatch ||
                             e.code() == Errc::kZipRecordsOverlap ||
@@ -482,14 +484,9 @@ std::string_view verdict_name(Verdict verdict) noexcept {
 
 ScanReport scan(const std::filesystem::path& path, const LoadOptions& options) {
   ScanReport report;
-  common::MappedFile file = [&] {
-    try {
-      return common::MappedFile::open(path);
-    } catch (Error& e) {
-      if (e.context().path.empty()) e.context().path = path.string();
-      throw;
-    }
-  }();
+  const std::string path_text = path.string();
+  common::MappedFile file =
+      common::with_context({.path = path_text}, [&] { return common::MappedFile::open(path); });
   const auto bytes = file.bytes();
   if (starts_with(bytes, "PK\x03\x04") || starts_with(bytes, "PK\x05\x06")) {
     scan_zip(file, report, options);
@@ -523,8 +520,10 @@ std::vector<RecordProblem> verify_records(const std::filesystem::path& path,
                                           const LoadOptions& options) {
   std::vector<RecordProblem> problems;
   try {
-    const auto file = common::MappedFile::open(path);
-    const auto archive = zip::Archive::parse(file.bytes(), options.limits);
+    // The index read with pread, the records checked a chunk at a time with pread: a file
+    // truncated meanwhile is an IoError, not SIGBUS.
+    const auto file = torch::index_file_image(path, options.limits);
+    const auto archive = zip::Archive::parse(file, options.limits);
     for (const zip::Entry& entry : archive.entries()) {
       try {
         archive.verify_crc(entry);

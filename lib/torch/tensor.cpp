@@ -54,6 +54,22 @@ std::span<const std::byte> Storage::bytes() const {
   return state_->cpu_bytes;
 }
 
+void Storage::read(std::uint64_t offset, std::span<std::byte> destination) const {
+  const auto all = bytes();
+  if (offset > all.size() || destination.size() > all.size() - offset) {
+    throw FormatError(Errc::kTorchTensorOutOfBounds,
+                      fmt::format("storage '{}': bytes [{}, {}) asked of {}", state_->key, offset,
+                                  offset + destination.size(), all.size()));
+  }
+  const auto range = all.subspan(static_cast<std::size_t>(offset), destination.size());
+  if (const auto* view = std::get_if<internal::FileView>(&state_->placement)) {
+    view->file->copy_out(range, destination,
+                         state_->record != nullptr ? std::string_view(state_->record->name) : "");
+  } else if (!range.empty()) {
+    std::memcpy(destination.data(), range.data(), range.size());
+  }
+}
+
 const void* Storage::device_pointer() const noexcept {
   if (const auto* memory =
           std::get_if<std::unique_ptr<internal::DeviceMemory>>(&state_->placement)) {
@@ -249,9 +265,73 @@ std::span<const std::byte> Tensor::packed_bytes() const {
   return {data(), static_cast<std::size_t>((numel() + per_byte - 1) / per_byte)};
 }
 
+namespace {
+
+// Whether the library's own reads of the tensor go through Storage::read (pread), not bytes().
+bool is_file_view(const Tensor& tensor) noexcept {
+  return tensor.has_storage() && tensor.storage().is_file_view();
+}
+
+std::uint64_t first_byte(const Tensor& tensor) noexcept {
+  return static_cast<std::uint64_t>(tensor.storage_offset()) * element_size(tensor.dtype());
+}
+
+// Bytes from the first element to the end of the last (the tensor is not empty): what a strided
+// view reaches in its storage. The torch layer checked that it lies inside the storage.
+std::size_t spanned_bytes(const Tensor& tensor) noexcept {
+  std::uint64_t last = 0;
+  for (std::size_t d = 0; d < tensor.sizes().size(); ++d) {
+    last += static_cast<std::uint64_t>(tensor.sizes()[d] - 1) *
+            static_cast<std::uint64_t>(tensor.strides()[d]);
+  }
+  return static_cast<std::size_t>((last + 1) * element_size(tensor.dtype()));
+}
+
+// Calls `consume(pointer, bytes)` over the tensor's elements in row-major order. The library's
+// own reads of a view of the file (checksums, contiguous copies) go through pread rather than the
+// mapping, so a file truncated since the load gives IoError, not SIGBUS: a contiguous tensor a
+// bounded chunk at a time, a strided view through one copy of the bytes it spans.
+template <typename Consume>
+void read_elements(const Tensor& tensor, Consume&& consume) {
+  const std::size_t item = element_size(tensor.dtype());
+  const std::uint64_t count = tensor.numel();
+  if (!is_file_view(tensor)) {
+    for_each_run(tensor.data(), item, tensor.sizes(), tensor.strides(), count, consume);
+    return;
+  }
+  if (tensor.is_contiguous()) {
+    constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+    const auto total = static_cast<std::size_t>(count * item);
+    common::AlignedBuffer chunk(std::min(total, kChunkBytes));
+    for (std::size_t done = 0; done < total;) {
+      const std::size_t n = std::min(chunk.size(), total - done);
+      tensor.storage().read(first_byte(tensor) + done, chunk.span().first(n));
+      consume(chunk.data(), n);
+      done += n;
+    }
+    return;
+  }
+  const std::size_t spanned = spanned_bytes(tensor);
+  common::AlignedBuffer copy(spanned);
+  tensor.storage().read(first_byte(tensor), copy.span().first(spanned));
+  for_each_run(copy.data(), item, tensor.sizes(), tensor.strides(), count, consume);
+}
+
+// The packed bytes of a quint4x2/quint2x4 tensor, read with pread when they are a view of the file.
+std::span<const std::byte> readable_packed(const Tensor& tensor, std::span<const std::byte> packed,
+                                           common::AlignedBuffer& copy) {
+  if (!is_file_view(tensor) || packed.empty()) return packed;
+  copy = common::AlignedBuffer(packed.size());
+  tensor.storage().read(first_byte(tensor), copy.span().first(packed.size()));
+  return copy.span().first(packed.size());
+}
+
+}  // namespace
+
 std::vector<std::byte> Tensor::contiguous_bytes() const {
   if (packed_per_byte(dtype_) > 1) {
-    const auto packed = packed_bytes();
+    common::AlignedBuffer copy;
+    const auto packed = readable_packed(*this, packed_bytes(), copy);
     return {packed.begin(), packed.end()};
   }
   check_shown_bytes(*this, "contiguous_bytes");
@@ -260,7 +340,7 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
   std::vector<std::byte> out(count * item);
   if (count == 0) return out;
   std::byte* cursor = out.data();
-  for_each_run(data(), item, sizes(), strides(), count, [&](const std::byte* run, std::size_t n) {
+  read_elements(*this, [&](const std::byte* run, std::size_t n) {
     std::memcpy(cursor, run, n);
     cursor += n;
   });
@@ -271,18 +351,17 @@ std::uint64_t Tensor::content_checksum() const {
   const std::uint64_t count = numel();
   if (count == 0) return XXH3_64bits(nullptr, 0);
   if (packed_per_byte(dtype_) > 1) {
-    const auto packed = packed_bytes();
+    common::AlignedBuffer copy;
+    const auto packed = readable_packed(*this, packed_bytes(), copy);
     return XXH3_64bits(packed.data(), packed.size());
   }
   check_shown_bytes(*this, "content_checksum");
-  const std::byte* base = data();
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                  &XXH3_freeState);
   if (!state) throw std::bad_alloc();
   XXH3_64bits_reset(state.get());
-  for_each_run(
-      base, element_size(dtype_), sizes(), strides(), count,
-      [&](const std::byte* run, std::size_t n) { XXH3_64bits_update(state.get(), run, n); });
+  read_elements(
+      *this, [&](const std::byte* run, std::size_t n) { XXH3_64bits_update(state.get(), run, n); });
   return XXH3_64bits_digest(state.get());
 }
 

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "common/check.hpp"
 #include "pickle/machine.hpp"
 #include "pthload/error.hpp"
 #include "torch/naming.hpp"
@@ -16,7 +17,7 @@ namespace pthload::torch {
 void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
                                 const LoadOptions& options) {
-  try {
+  common::with_context({.record = constants_pickle.name}, [&] {
     auto bytes = checkpoint.archive->read(constants_pickle);
     pickle::Machine machine(options.limits);
     const pickle::Result constants = machine.run(bytes.bytes());
@@ -35,10 +36,7 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
       named.name = named.name.empty() ? "constants" : "constants." + named.name;
       checkpoint.tensors.push_back(std::move(named));
     }
-  } catch (Error& e) {
-    if (e.context().record.empty()) e.context().record = constants_pickle.name;
-    throw;
-  }
+  });
 }
 
 }  // namespace pthload::torch

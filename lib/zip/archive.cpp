@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
@@ -20,6 +21,10 @@
 
 namespace pthload::zip {
 namespace {
+
+// Where the compression method lies in a central-directory header (APPNOTE 4.3.12: signature,
+// version made by, version needed and flags come first): an unknown method is reported there.
+constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
 
 // Sorts by hash, stably (entries with one hash stay in index order). Hashes are uniform, so a
 // radix sort of 16-bit digits is linear: comparison sorting 100 000 of them took 7% of a
@@ -48,6 +53,13 @@ void sort_by_hash(std::vector<Key>& keys) {
       scratch[starts[(key.hash >> shift) & (kBuckets - 1)]++] = key;
     keys.swap(scratch);
   }
+}
+
+[[noreturn]] void throw_crc_mismatch(const Entry& entry, std::uint32_t actual) {
+  throw FormatError(
+      Errc::kZipCrcMismatch,
+      fmt::format("CRC-32 is {:#010x}, the central directory says {:#010x}", actual, entry.crc32),
+      {.record = entry.name, .offset = entry.data_offset});
 }
 
 }  // namespace
@@ -107,6 +119,27 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
   return archive;
 }
 
+Archive Archive::parse(const common::MappedFile& file, const Limits& limits) {
+  Archive archive = parse(file.bytes(), limits);
+  if (file.reader() != nullptr) archive.source_ = &file;
+  return archive;
+}
+
+std::uint32_t Archive::crc_of(std::span<const std::byte> payload, std::string_view record) const {
+  if (source_ == nullptr) return crc32_of(payload);
+  // Bounded, reused: a 10 GB record is checked in as much memory as a small one.
+  constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+  std::vector<std::byte> chunk(std::min(payload.size(), kChunkBytes));
+  std::uint32_t crc = 0;
+  for (std::size_t done = 0; done < payload.size();) {
+    const std::size_t n = std::min(chunk.size(), payload.size() - done);
+    source_->copy_out(payload.subspan(done, n), std::span(chunk).first(n), record);
+    crc = crc32_update(crc, std::span(chunk).first(n));
+    done += n;
+  }
+  return crc;
+}
+
 const Entry* Archive::find(std::string_view name) const noexcept {
   const std::size_t hash = std::hash<std::string_view>{}(name);
   auto it = std::lower_bound(by_name_.begin(), by_name_.end(), hash,
@@ -146,30 +179,36 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
                         {.record = entry.name, .offset = entry.central_directory_offset});
     }
   } else if (entry.method == kMethodDeflated) {
-    try {
-      bytes = RecordBytes(inflate(payload, entry.uncompressed_size, limits_, entry.data_offset));
-    } catch (Error& e) {
-      e.context().record = entry.name;
-      throw;
-    }
+    bytes = RecordBytes(common::with_context({.record = entry.name}, [&] {
+      if (source_ == nullptr) {
+        return inflate(payload, entry.uncompressed_size, limits_, entry.data_offset);
+      }
+      // The compressed bytes, read with pread: inflate never walks a mapping that may shrink.
+      common::AlignedBuffer compressed(payload.size());
+      source_->copy_out(payload, compressed.span().first(payload.size()), entry.name);
+      return inflate(compressed.span().first(payload.size()), entry.uncompressed_size, limits_,
+                     entry.data_offset);
+    }));
   } else {
     const std::string_view name = method_name(entry.method);
     throw UnsupportedError(
         Errc::kZipUnsupportedMethod,
         name.empty() ? fmt::format("unsupported compression method {}", entry.method)
                      : fmt::format("unsupported compression method {} ({})", entry.method, name),
-        {.record = entry.name, .offset = entry.central_directory_offset + 10});
+        {.record = entry.name,
+         .offset = entry.central_directory_offset + kCentralHeaderMethodOffset});
   }
   if (verify_crc) {
-    const std::uint32_t actual = crc32_of(bytes.bytes());
-    if (actual != entry.crc32) {
-      throw FormatError(Errc::kZipCrcMismatch,
-                        fmt::format("CRC-32 is {:#010x}, the central directory says {:#010x}",
-                                    actual, entry.crc32),
-                        where());
-    }
+    const std::uint32_t actual =
+        bytes.is_view() ? crc_of(bytes.bytes(), entry.name) : crc32_of(bytes.bytes());
+    if (actual != entry.crc32) throw_crc_mismatch(entry, actual);
   }
   return bytes;
+}
+
+void Archive::check_crc(const Entry& entry, std::span<const std::byte> contents) {
+  const std::uint32_t actual = crc32_of(contents);
+  if (actual != entry.crc32) throw_crc_mismatch(entry, actual);
 }
 
 void Archive::verify_crc(const Entry& entry) const {

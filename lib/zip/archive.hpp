@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "common/mapped_file.hpp"
 #include "pthload/limits.hpp"
 #include "zip/end_records.hpp"
 #include "zip/entry.hpp"
@@ -47,6 +48,12 @@ class Archive {
   /// (method, encryption, inflation, CRC) are checked only by read(). Throws FormatError or
   /// UnsupportedError (kZipMultiDiskUnsupported) with the record name and file offset.
   [[nodiscard]] static Archive parse(std::span<const std::byte> file, const Limits& limits = {});
+  /// As above over `file`'s bytes, which stay borrowed; and the bytes read() inflates or
+  /// checks are read from the file with pread (MappedFile::copy_out) rather than walked in a
+  /// mapping or image: a file truncated under a CRC check or an inflation gives IoError, never
+  /// SIGBUS, and an io=read image's unread records are read, not taken for zeros. Stored
+  /// records read() returns are still views of `file.bytes()`.
+  [[nodiscard]] static Archive parse(const common::MappedFile& file, const Limits& limits = {});
 
   /// Every entry, in central-directory order. Valid while the Archive is.
   [[nodiscard]] const std::vector<Entry>& entries() const noexcept { return entries_; }
@@ -65,6 +72,9 @@ class Archive {
   /// Checks `entry`'s CRC-32 against its contents (inflating a deflated record); throws what
   /// read() throws, kZipCrcMismatch when they differ.
   void verify_crc(const Entry& entry) const;
+  /// Throws FormatError kZipCrcMismatch when `contents` (entry's, already read) do not have
+  /// the CRC-32 the central directory gives.
+  static void check_crc(const Entry& entry, std::span<const std::byte> contents);
 
   /// The file offset of the classic end of central directory record.
   [[nodiscard]] std::uint64_t end_of_central_directory_offset() const noexcept {
@@ -96,7 +106,14 @@ class Archive {
 
   Archive(std::span<const std::byte> file, const Limits& limits) : file_(file), limits_(limits) {}
 
+  /// The CRC-32 of `payload` (bytes of file_), read a chunk at a time through source_ where
+  /// there is one.
+  [[nodiscard]] std::uint32_t crc_of(std::span<const std::byte> payload,
+                                     std::string_view record) const;
+
   std::span<const std::byte> file_;
+  /// The file file_ belongs to, when parsed from one: payloads are read from it with pread.
+  const common::MappedFile* source_ = nullptr;
   Limits limits_;
   EndRecords end_;
   std::vector<Entry> entries_;

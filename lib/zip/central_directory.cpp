@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/byte_reader.hpp"
+#include "common/check.hpp"
 #include "pthload/error.hpp"
 #include "zip/extra_field.hpp"
 #include "zip/signatures.hpp"
@@ -72,7 +73,7 @@ Entry read_entry(ByteReader& reader, std::size_t index) {
   raw.local_header_offset = reader.le<std::uint32_t>("local header offset");
   const auto name = reader.bytes(name_size, "name");
   entry.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
-  try {
+  common::with_context({.record = entry.name}, [&] {
     const std::uint64_t extra_offset = reader.file_offset();
     const auto extra = reader.bytes(extra_size, "extra field");
     reader.skip(comment_size, "file comment");
@@ -89,10 +90,7 @@ Entry read_entry(ByteReader& reader, std::size_t index) {
           fmt::format("multi-disk archive (record starts on disk {})", raw.disk_start),
           {.offset = entry.central_directory_offset + 34});
     }
-  } catch (Error& e) {
-    e.context().record = entry.name;
-    throw;
-  }
+  });
   entry.compressed_size = raw.compressed_size;
   entry.uncompressed_size = raw.uncompressed_size;
   entry.local_header_offset = raw.local_header_offset;

@@ -9,5 +9,9 @@ namespace pthload::zip {
 
 /// The zip CRC-32 (polynomial 0xEDB88320) of `bytes`.
 [[nodiscard]] std::uint32_t crc32_of(std::span<const std::byte> bytes) noexcept;
+/// The CRC-32 of the bytes hashed so far (`crc`, 0 at the start) followed by `bytes`: a record
+/// checked a chunk at a time.
+[[nodiscard]] std::uint32_t crc32_update(std::uint32_t crc,
+                                         std::span<const std::byte> bytes) noexcept;
 
 }  // namespace pthload::zip

@@ -23,9 +23,30 @@ constexpr std::uint64_t kLocalHeaderSize = 30;
 // Ranges this close are read as one: a pread costs more than a few KiB of bytes.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
-void fill_ranges(const common::MappedFile& image, std::vector<Range> ranges) {
-  std::sort(ranges.begin(), ranges.end());
+using Interval = std::pair<std::uint64_t, std::uint64_t>;  // [begin, end)
+
+// Reads the bytes of [begin, end) that `done` (sorted, disjoint) does not hold, from `cursor`
+// on (both are walked in order).
+void fill_missing(const common::MappedFile& image, std::uint64_t begin, std::uint64_t end,
+                  const std::vector<Interval>& done, std::size_t& cursor) {
+  while (cursor < done.size() && done[cursor].second <= begin)
+    ++cursor;
+  for (std::size_t k = cursor; k < done.size() && done[k].first < end && begin < end; ++k) {
+    if (done[k].first > begin) image.fill(begin, done[k].first - begin);
+    begin = std::max(begin, done[k].second);
+  }
+  if (begin < end) image.fill(begin, end - begin);
+}
+
+// Reads `ranges` into the image, neighbours merged, skipping bytes `done` already holds;
+// returns the intervals it covered (sorted, disjoint).
+std::vector<Interval> fill_ranges(const common::MappedFile& image, std::vector<Range> ranges,
+                                  const std::vector<Interval>& done = {}) {
+  // torch writes the central directory in file order: usually sorted already.
+  if (!std::is_sorted(ranges.begin(), ranges.end())) std::sort(ranges.begin(), ranges.end());
   const std::uint64_t size = image.bytes().size();
+  std::vector<Interval> covered;
+  std::size_t cursor = 0;
   std::size_t i = 0;
   while (i < ranges.size()) {
     std::uint64_t begin = ranges[i].first;
@@ -34,8 +55,11 @@ void fill_ranges(const common::MappedFile& image, std::vector<Range> ranges) {
       const auto next_end = common::checked_add(ranges[i].first, ranges[i].second).value_or(size);
       end = std::max(end, std::min(next_end, size));
     }
-    if (begin < end) image.fill(begin, end - begin);
+    if (begin >= end) continue;
+    fill_missing(image, begin, end, done, cursor);
+    covered.emplace_back(begin, end);
   }
+  return covered;
 }
 
 }  // namespace
@@ -64,7 +88,7 @@ void fill_archive_image(const common::MappedFile& image, const Limits& limits,
   ranges.reserve(entries.size());
   for (const Entry& entry : entries)
     ranges.emplace_back(entry.local_header_offset, kLocalHeaderSize);
-  fill_ranges(image, ranges);
+  const std::vector<Interval> headers_read = fill_ranges(image, ranges);
   ranges.clear();
   for (const Entry& entry : entries) {
     if (!common::fits(entry.local_header_offset, kLocalHeaderSize, size)) continue;
@@ -75,7 +99,8 @@ void fill_archive_image(const common::MappedFile& image, const Limits& limits,
     const std::uint64_t data_offset = entry.local_header_offset + kLocalHeaderSize + variable;
     if (!leave_out(entry)) ranges.emplace_back(data_offset, entry.compressed_size);
   }
-  fill_ranges(image, std::move(ranges));
+  // Records of many small storages sit between their headers: the first pass read them.
+  (void)fill_ranges(image, std::move(ranges), headers_read);
 }
 
 }  // namespace pthload::zip

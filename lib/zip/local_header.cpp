@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/byte_reader.hpp"
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "zip/extra_field.hpp"
@@ -59,7 +60,7 @@ void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
                                   offset, file.size()),
                       {.record = entry.name, .offset = offset});
   }
-  try {
+  common::with_context({.record = entry.name}, [&] {
     ByteReader reader(file.subspan(offset), Errc::kZipRecordOutOfBounds, offset);
     if (reader.le<std::uint32_t>("local header signature") != kLocalHeaderSignature) {
       throw FormatError(Errc::kZipLocalHeaderInvalid, "local header has no PK\\3\\4 signature",
@@ -97,10 +98,7 @@ void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
       if (crc != 0 && crc != entry.crc32) mismatch(entry, "crc-32", crc, entry.crc32, offset + 14);
       compare_sizes(entry, compressed_size, uncompressed_size, extra, offset);
     }
-  } catch (Error& e) {
-    e.context().record = entry.name;
-    throw;
-  }
+  });
   if (!fits(entry.data_offset, entry.compressed_size, file.size())) {
     throw FormatError(Errc::kZipRecordOutOfBounds,
                       fmt::format("payload [{:#x}, +{:#x}) runs past end of file ({:#x} bytes)",

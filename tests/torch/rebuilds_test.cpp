@@ -226,7 +226,7 @@ TEST_CASE("torch: sparse COO parts that do not fit each other are rejected") {
 
 TEST_CASE("torch: sparse index values are not checked (open() reads no data)") {
   // Indices all 0x0101010101010101, far outside size (4, 5): accepted, as documented in
-  // lib/torch/sparse.cpp; a consumer validates them.
+  // lib/torch/rebuild_sparse.cpp; a consumer validates them.
   CHECK(open_code(coo(3, 3, {4, 5}), coo_records(3)) == Errc::kOk);
 }
 

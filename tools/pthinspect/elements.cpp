@@ -1,4 +1,4 @@
-// Row-major chunks of a tensor's elements, views where the tensor is contiguous.
+// Row-major chunks of a tensor's elements: read with pread from a file, views of owned memory.
 #include "elements.hpp"
 
 #include <algorithm>
@@ -8,23 +8,9 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 namespace pthinspect {
-
-void release_file_pages(std::span<const std::byte> bytes) noexcept {
-  if (bytes.empty()) return;
-  static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  // Only whole pages inside the span: a neighbour's bytes on a shared page may still be in use.
-  const auto begin = (reinterpret_cast<std::uintptr_t>(bytes.data()) + page - 1) / page * page;
-  const auto end = (reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size()) / page * page;
-  // MADV_DONTNEED on a read-only file mapping drops this process's page table entries; the data
-  // stays in the page cache and is read again if touched. Never used on owned memory, where it
-  // would zero the bytes.
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
 
 std::uint64_t streamed_checksum(const pthload::Tensor& tensor, std::string_view name) {
   const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
@@ -66,27 +52,42 @@ ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view nam
                     name, total_, tensor.storage().nbytes(), pthload::kMaxOverlappingViewBytes));
   }
   if (!contiguous_) index_.assign(tensor.dim(), 0);
+  if (file_view_ && !contiguous_ && total_ > 0) {
+    // A strided view of the file is walked in one copy of the bytes it spans, read with pread
+    // like the contiguous chunks below (never more than its storage: the file paid for it).
+    std::uint64_t last = 0;
+    for (std::size_t d = 0; d < tensor.sizes().size(); ++d) {
+      last += static_cast<std::uint64_t>(tensor.sizes()[d] - 1) *
+              static_cast<std::uint64_t>(tensor.strides()[d]);
+    }
+    spanned_.resize(static_cast<std::size_t>((last + 1) * element_size_));
+    tensor.storage().read(first_byte(), spanned_);
+  }
 }
 
-ElementReader::~ElementReader() {
-  release_previous();
+std::uint64_t ElementReader::first_byte() const noexcept {
+  return static_cast<std::uint64_t>(tensor_.storage_offset()) * element_size_;
 }
 
-void ElementReader::release_previous() noexcept {
-  if (file_view_) release_file_pages(previous_);
-  previous_ = {};
-}
+ElementReader::~ElementReader() = default;
 
 std::span<const std::byte> ElementReader::next(std::size_t max_bytes) {
-  release_previous();
   if (done_ >= total_) return {};
   const std::size_t unit = pthload::packed_per_byte(tensor_.dtype()) > 1 ? 1 : element_size_;
   const std::size_t want = static_cast<std::size_t>(
       std::min<std::uint64_t>(std::max(max_bytes / unit, std::size_t{1}) * unit, total_ - done_));
+  if (contiguous_ && file_view_) {
+    // Read with pread into one reused buffer, not viewed in the mapping: a file truncated
+    // since the load gives IoError instead of SIGBUS, and what was read costs no resident
+    // pages of the mapping afterwards.
+    buffer_.resize(want);
+    tensor_.storage().read(first_byte() + done_, buffer_);
+    done_ += want;
+    return {buffer_.data(), want};
+  }
   if (contiguous_) {
     const std::span<const std::byte> chunk(tensor_.data() + done_, want);
     done_ += want;
-    previous_ = chunk;
     return chunk;
   }
   return next_box(want / element_size_);
@@ -145,28 +146,15 @@ std::span<const std::byte> ElementReader::next_box(std::uint64_t elements_wanted
 
   const std::size_t bytes = static_cast<std::size_t>(box_elements) * element_size_;
   buffer_.resize(bytes);
-  const std::byte* data = tensor_.data();
+  // A view of the file walks its pread copy, which starts at the tensor's first element.
+  const std::byte* data = file_view_ ? spanned_.data() : tensor_.data();
   std::vector<std::int64_t> position(order.size(), 0);
   std::int64_t in = base;
   std::int64_t out = 0;
-  std::int64_t low = in;
-  std::int64_t high = in;
-  constexpr std::int64_t kReleaseEvery = std::int64_t{1} << 16;  // elements
-  std::int64_t since_release = 0;
   for (std::int64_t copied = 0; copied < box_elements; copied += run) {
     std::memcpy(buffer_.data() + out * static_cast<std::int64_t>(element_size_),
                 data + in * static_cast<std::int64_t>(element_size_),
                 static_cast<std::size_t>(run) * element_size_);
-    low = std::min(low, in);
-    high = std::max(high, in + run);
-    since_release += run;
-    if (file_view_ && since_release >= kReleaseEvery) {
-      release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
-                          static_cast<std::size_t>(high - low) * element_size_});
-      low = in;
-      high = in;
-      since_release = 0;
-    }
     for (std::size_t j = order.size(); j-- > 0;) {
       const std::size_t dim = order[j];
       in += strides[dim];
@@ -176,10 +164,6 @@ std::span<const std::byte> ElementReader::next_box(std::uint64_t elements_wanted
       out -= out_stride[dim] * box[dim];
       position[j] = 0;
     }
-  }
-  if (file_view_) {
-    release_file_pages({data + low * static_cast<std::int64_t>(element_size_),
-                        static_cast<std::size_t>(high - low) * element_size_});
   }
   // Past the box: the ranged dim moves on, carrying into the dims before it.
   if (first == 0) {

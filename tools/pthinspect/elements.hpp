@@ -16,11 +16,13 @@ namespace pthinspect {
 /// The bytes per chunk the readers hand out (and the most a strided view is gathered into).
 inline constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 
-/// The row-major bytes of one tensor placed on the CPU, a chunk at a time. A contiguous tensor's
-/// chunks are views of its storage; a strided view's are gathered into an owned buffer of at
-/// most kChunkBytes. When the storage is a view of the mapped file, the pages a chunk came from
-/// are given back to the kernel once the next chunk is asked for, so reading a whole checkpoint
-/// keeps little of it resident. Packed dtypes (quint4x2, quint2x4) must be contiguous.
+/// The row-major bytes of one tensor placed on the CPU, a chunk at a time. When the storage is a
+/// view of the mapped file, its bytes are read with pread (Storage::read), never through the
+/// mapping: a file truncated since the load gives IoError rather than SIGBUS, and reading a whole
+/// checkpoint keeps no more of it resident than one chunk — a strided view excepted, which is
+/// read once into a copy of the bytes it spans. Owned storages' contiguous chunks are views;
+/// strided views are gathered into an owned buffer of at most kChunkBytes. Packed dtypes
+/// (quint4x2, quint2x4) must be contiguous.
 class ElementReader {
  public:
   /// `tensor` must have a storage placed on the CPU (pthload::load with map_to("cpu")); the
@@ -42,8 +44,8 @@ class ElementReader {
   [[nodiscard]] std::span<const std::byte> next(std::size_t max_bytes = kChunkBytes);
 
  private:
-  void release_previous() noexcept;
   std::span<const std::byte> next_box(std::uint64_t elements_wanted);
+  [[nodiscard]] std::uint64_t first_byte() const noexcept;  // of the tensor in its storage
 
   pthload::Tensor tensor_;
   std::size_t element_size_;
@@ -51,9 +53,9 @@ class ElementReader {
   std::uint64_t done_ = 0;  // bytes handed out
   bool contiguous_;
   bool file_view_;
-  std::span<const std::byte> previous_;  // the last contiguous chunk, released on the next call
-  std::vector<std::int64_t> index_;      // the strided walk's position, row-major
+  std::vector<std::int64_t> index_;  // the strided walk's position, row-major
   std::vector<std::byte> buffer_;
+  std::vector<std::byte> spanned_;  // a strided file view's bytes, read once with pread
 };
 
 /// XXH3-64 of the tensor's elements in row-major order, as Tensor::content_checksum() gives it,
@@ -61,10 +63,6 @@ class ElementReader {
 /// checkpoint keeps little of it resident.
 [[nodiscard]] std::uint64_t streamed_checksum(const pthload::Tensor& tensor,
                                               std::string_view name = {});
-
-/// Gives the pages of `bytes` (a view of a read-only file mapping) back to the kernel: they stay
-/// in the page cache but no longer count towards this process's resident memory.
-void release_file_pages(std::span<const std::byte> bytes) noexcept;
 
 /// Why a tensor has no bytes to read on the CPU ("sparse tensor", "meta tensor", ...), or empty
 /// when ElementReader can read it.

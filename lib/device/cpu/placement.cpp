@@ -67,10 +67,12 @@ void place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
     const bool aligned =
         reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
     const auto& file = *source_file(checkpoint, storage);
-    // An io=read image's storage bytes may never have been read: always copied out.
-    if (!copy && !swap && aligned && !file.has_holes()) {
+    // An io=read image's storage bytes may never have been read: view_of refuses them, and
+    // they are copied out. Under io=map they are views of the file's mapping.
+    const auto viewable = !copy && !swap && aligned ? file.view_of(*view) : std::nullopt;
+    if (viewable) {
       storage.placement = internal::FileView{source_file(checkpoint, storage)};
-      storage.cpu_bytes = *view;
+      storage.cpu_bytes = *viewable;
       storage.device = Device::cpu();
       return;
     }

@@ -12,11 +12,13 @@
 
 #include <cstring>
 
+#include "common/assert.hpp"
 #include "common/byte_reader.hpp"
+#include "common/check.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -70,6 +72,8 @@ Int64Values read_int64_values(const internal::CheckpointState& checkpoint, const
     throw FormatError(Errc::kTorchBadNestedTensor,
                       fmt::format("_rebuild_nested_tensor: {} has no bytes in the file", what));
   }
+  // The tensor's rebuild checked it against its storage, whose bytes these are.
+  PTHLOAD_ASSERT(start + size <= bytes.size());
   bytes = bytes.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(size));
   result.values.resize(static_cast<std::size_t>(tensor.numel()));
   for (std::size_t i = 0; i < result.values.size(); ++i) {
@@ -83,15 +87,15 @@ Int64Values read_int64_values(const internal::CheckpointState& checkpoint, const
 
 }  // namespace
 
-Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
+Tensor rebuild_nested(RebuildContext& context, const Value& function, const Value& args) {
   expect_arity(args, 4, 4, function);
   constexpr std::string_view kNames[] = {"buffer", "sizes", "strides", "storage_offsets"};
   std::vector<Tensor> inputs;
   for (std::size_t i = 0; i < 4; ++i) {
-    inputs.push_back(sparse_part(*args.items()[i], function, kNames[i]));
+    inputs.push_back(dense_argument(context, *args.items()[i], function, kNames[i]));
   }
   for (const Tensor& input : inputs) {
-    if (input.has_storage()) checkpoint_.metadata_storages.push_back(&input.storage());
+    if (input.has_storage()) context.checkpoint.metadata_storages.push_back(&input.storage());
   }
   const Tensor& buffer = inputs[0];
   const Tensor& sizes = inputs[1];
@@ -113,14 +117,14 @@ Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
   }
   const auto n = static_cast<std::size_t>(sizes.sizes()[0]);
   const auto d = static_cast<std::size_t>(sizes.sizes()[1]);
-  if (d > kMaxDims) {
-    throw FormatError(Errc::kTorchBadNestedTensor,
-                      fmt::format("{}: components have {} dimensions (at most {})",
-                                  global_name(function), d, kMaxDims));
-  }
-  const auto size_values = read_int64_values(checkpoint_, sizes, "sizes");
-  const auto stride_values = read_int64_values(checkpoint_, strides, "strides");
-  const auto offset_values = read_int64_values(checkpoint_, offsets, "storage_offsets");
+  common::check(d <= kMaxDims, [&] {
+    return FormatError(Errc::kTorchBadNestedTensor,
+                       fmt::format("{}: components have {} dimensions (at most {})",
+                                   global_name(function), d, kMaxDims));
+  });
+  const auto size_values = read_int64_values(context.checkpoint, sizes, "sizes");
+  const auto stride_values = read_int64_values(context.checkpoint, strides, "strides");
+  const auto offset_values = read_int64_values(context.checkpoint, offsets, "storage_offsets");
 
   std::vector<Tensor> components;
   components.reserve(n);
@@ -140,13 +144,10 @@ Tensor TensorBuilder::rebuild_nested(const Value& function, const Value& args) {
       offset_values.bad(i, fmt::format("component {} has storage offset {}", i, relative));
     }
     const std::int64_t offset = buffer.storage_offset() + relative;
-    try {
-      check_in_bounds(function, buffer.storage(), buffer.dtype(), offset, size, stride);
-    } catch (Error& e) {
-      e.context().record = size_values.record;
-      e.context().offset = size_values.first_offset + i * d * 8;
-      throw;
-    }
+    // Out of bounds, the error points at the component's sizes.
+    common::with_context(
+        {.record = size_values.record, .offset = size_values.first_offset + i * d * 8},
+        [&] { check_in_bounds(function, buffer.storage(), buffer.dtype(), offset, size, stride); });
     components.emplace_back(buffer.shared_storage(), buffer.dtype(), size, stride, offset,
                             buffer.requires_grad());
   }

@@ -8,8 +8,8 @@
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
 #include "torch/globals.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -41,11 +41,9 @@ QScheme qscheme_of(const Value& value, const Value& function) {
                                       global_name(value)));
 }
 
-}  // namespace
-
-Tensor TensorBuilder::quantizer_tensor(const Value& value, const Value& function,
-                                       std::string_view what) {
-  auto tensor = tensor_of(value);
+Tensor quantizer_tensor(RebuildContext& context, const Value& value, const Value& function,
+                        std::string_view what) {
+  auto tensor = tensor_of(context, value);
   if (!tensor) {
     // torch 1.x wrote lists in some versions' per-channel params; torch.save since 1.6 writes
     // tensors, which is all that is read here.
@@ -59,10 +57,12 @@ Tensor TensorBuilder::quantizer_tensor(const Value& value, const Value& function
   return std::move(*tensor);
 }
 
-Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args) {
+}  // namespace
+
+Tensor rebuild_quantized(RebuildContext& context, const Value& function, const Value& args) {
   // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
   expect_arity(args, 7, 7, function);
-  auto [storage, view_byte_offset, view_nbytes] = storage_of(*args.items()[0]);
+  auto [storage, view_byte_offset, view_nbytes] = context.storages.resolve(*args.items()[0]);
   // Storage views come only from torch before 0.4, which had no quantized tensors.
   if (view_nbytes || view_byte_offset != 0) {
     throw UnsupportedError(
@@ -71,14 +71,9 @@ Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args
   }
   const std::int64_t offset = int_argument(*args.items()[1], function, "storage_offset");
   if (offset < 0) bad_arguments(function, "storage_offset is negative");
-  auto& sizes = sizes_scratch_;
-  auto& strides = strides_scratch_;
-  int_tuple(*args.items()[2], function, "size", sizes);
-  int_tuple(*args.items()[3], function, "stride", strides);
-  if (sizes.size() != strides.size()) {
-    bad_arguments(function, fmt::format("size has {} dimensions but stride has {}", sizes.size(),
-                                        strides.size()));
-  }
+  auto& sizes = context.sizes_scratch;
+  auto& strides = context.strides_scratch;
+  size_and_stride(*args.items()[2], *args.items()[3], function, sizes, strides);
   const Dtype dtype = storage->dtype();
   if (!is_quantized(dtype)) {
     bad_arguments(function, fmt::format("storage '{}' holds {}, not a quantized dtype",
@@ -131,8 +126,8 @@ Tensor TensorBuilder::rebuild_quantized(const Value& function, const Value& args
     // Tensors rebuilt with the scratch vectors: the qtensor's own sizes are copied first.
     const std::vector<std::int64_t> own_sizes = sizes;
     const std::vector<std::int64_t> own_strides = strides;
-    quantization->scales = quantizer_tensor(*fields[1], function, "scales");
-    quantization->zero_points = quantizer_tensor(*fields[2], function, "zero_points");
+    quantization->scales = quantizer_tensor(context, *fields[1], function, "scales");
+    quantization->zero_points = quantizer_tensor(context, *fields[2], function, "zero_points");
     const std::int64_t axis = int_argument(*fields[3], function, "axis");
     // torch checks the axis against the tensor's dimensions and one scale and zero point per
     // channel (aten/src/ATen/quantized/Quantizer.cpp checkPerChannelParamDims and

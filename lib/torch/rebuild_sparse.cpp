@@ -11,10 +11,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/assert.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -48,16 +49,7 @@ bool is_index_dtype(Dtype dtype) {
 
 }  // namespace
 
-Tensor TensorBuilder::sparse_part(const Value& value, const Value& function,
-                                  std::string_view what) {
-  auto tensor = tensor_of(value);
-  if (!tensor || !tensor->has_storage() || tensor->quantization() != nullptr) {
-    bad_arguments(function, fmt::format("{} is not a dense tensor", what));
-  }
-  return std::move(*tensor);
-}
-
-Tensor TensorBuilder::rebuild_sparse(const Value& function, const Value& args) {
+Tensor rebuild_sparse(RebuildContext& context, const Value& function, const Value& args) {
   expect_arity(args, 2, 2, function);
   const Layout layout = layout_of(*args.items()[0], function);
   if (classify_global(function) == KnownGlobal::kRebuildSparseCsr && layout != Layout::kSparseCsr) {
@@ -72,10 +64,12 @@ Tensor TensorBuilder::rebuild_sparse(const Value& function, const Value& args) {
     bad_arguments(function, fmt::format("{} data has {} items", layout_name(layout), items.size()));
   }
   const auto names = sparse_part_names(layout);
+  // The arity checked above leaves every part, then the size (two parts for COO, three else).
+  PTHLOAD_ASSERT(!names.empty() && items.size() > names.size());
   std::vector<Tensor> parts;
   parts.reserve(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
-    parts.push_back(sparse_part(*items[i], function, names[i]));
+    parts.push_back(dense_argument(context, *items[i], function, names[i]));
   }
   std::vector<std::int64_t> size;
   int_tuple(*items[names.size()], function, "size", size);

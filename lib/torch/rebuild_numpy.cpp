@@ -11,8 +11,8 @@
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
 #include "torch/numpy_arrays.hpp"
+#include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
-#include "torch/tensor_builder.hpp"
 
 namespace pthload::torch {
 namespace {
@@ -45,13 +45,11 @@ std::vector<std::byte> float32_to_bfloat16(std::span<const std::byte> bytes, boo
   return out;
 }
 
-}  // namespace
-
-internal::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
+internal::FileRange pickled_bytes(RebuildContext& context, const NumpyArray& array) {
   const auto bytes = array.bytes();
-  if (!array.raw_owned && checkpoint_.file) {
+  if (!array.raw_owned && context.checkpoint.file) {
     // Raw bytes inside a stored data.pkl or a legacy stream lie in the mapped file: a view.
-    const auto file = checkpoint_.file->bytes();
+    const auto file = context.checkpoint.file->bytes();
     if (bytes.data() >= file.data() && bytes.data() + bytes.size() <= file.data() + file.size()) {
       return {.offset = static_cast<std::uint64_t>(bytes.data() - file.data()),
               .size = bytes.size()};
@@ -59,17 +57,17 @@ internal::FileRange TensorBuilder::pickled_bytes(const NumpyArray& array) {
   }
   // Text decoded from latin1, or bytes of an inflated pickle that will not outlive open(): a
   // copy, one per node however many arrays share it through the memo.
-  auto& copy = pickled_copies_[array.bytes_node];
+  auto& copy = context.pickled.copies[array.bytes_node];
   if (!copy)
     copy = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
   return {.offset = 0, .size = bytes.size(), .file = copy};
 }
 
-std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, internal::FileRange range,
-                                                        bool big_endian, std::string location,
-                                                        bool follows_map_location) {
+std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
+                                         internal::FileRange range, bool big_endian,
+                                         std::string location, bool follows_map_location) {
   auto state = std::make_unique<internal::StorageState>();
-  state->key = fmt::format("<numpy {}>", pickled_storage_count_++);
+  state->key = fmt::format("<numpy {}>", context.pickled.storage_count++);
   state->location = std::move(location);
   state->dtype = dtype;
   state->nbytes = range.size;
@@ -79,25 +77,28 @@ std::shared_ptr<Storage> TensorBuilder::pickled_storage(Dtype dtype, internal::F
   state->follows_map_location = follows_map_location;
   if (big_endian) state->swap_unit = internal::swap_unit_for(dtype);
   auto storage = internal::Access::make_storage(std::move(state));
-  checkpoint_.storages.push_back(storage);
+  context.checkpoint.storages.push_back(storage);
   return storage;
 }
 
-std::optional<Tensor> TensorBuilder::numpy_tensor(const Value& value) {
-  if (const auto found = pickled_tensors_.find(&value); found != pickled_tensors_.end()) {
+}  // namespace
+
+std::optional<Tensor> numpy_tensor(RebuildContext& context, const Value& value) {
+  auto& by_node = context.pickled.by_node;
+  if (const auto found = by_node.find(&value); found != by_node.end()) {
     return found->second;
   }
   auto read = read_numpy(value);
   if (auto* opaque = std::get_if<NumpyOpaque>(&read)) {
-    opaque_reason_ = std::move(opaque->reason);
+    context.opaque_reason = std::move(opaque->reason);
     return std::nullopt;
   }
   const auto& array = std::get<NumpyArray>(read);
   // torch.load leaves numpy arrays on the CPU: map_location does not move them.
-  auto storage = pickled_storage(array.dtype, pickled_bytes(array), array.big_endian, "cpu",
-                                 /*follows_map_location=*/false);
+  auto storage = pickled_storage(context, array.dtype, pickled_bytes(context, array),
+                                 array.big_endian, "cpu", /*follows_map_location=*/false);
   Tensor tensor(std::move(storage), array.dtype, array.sizes, array.strides, 0, false);
-  pickled_tensors_.emplace(&value, tensor);
+  by_node.emplace(&value, tensor);
   return tensor;
 }
 
@@ -105,8 +106,10 @@ std::optional<Tensor> TensorBuilder::numpy_tensor(const Value& value) {
 // The tensor's storage holds the array's bytes and is tagged with `device`, so map_location
 // places it like any storage (a callable is asked too, where torch refuses callables); a device
 // pthload cannot place ('xla:0') without one is the usual "pass map_location" error at load().
-Tensor TensorBuilder::rebuild_device_from_numpy(const Value& function, const Value& args) {
-  if (const auto found = pickled_tensors_.find(&args); found != pickled_tensors_.end()) {
+Tensor rebuild_device_from_numpy(RebuildContext& context, const Value& function,
+                                 const Value& args) {
+  auto& by_node = context.pickled.by_node;
+  if (const auto found = by_node.find(&args); found != by_node.end()) {
     return found->second;
   }
   expect_arity(args, 4, 4, function);
@@ -129,18 +132,18 @@ Tensor TensorBuilder::rebuild_device_from_numpy(const Value& function, const Val
 
   std::shared_ptr<Storage> storage;
   if (dtype == array.dtype) {
-    storage =
-        pickled_storage(dtype, pickled_bytes(array), array.big_endian, std::move(device), true);
+    storage = pickled_storage(context, dtype, pickled_bytes(context, array), array.big_endian,
+                              std::move(device), true);
   } else if (dtype == Dtype::kBFloat16 && array.dtype == Dtype::kFloat32) {
     // torch saves bfloat16 device tensors as float32 arrays (numpy has no bfloat16).
-    auto& converted = converted_copies_[array.bytes_node];
+    auto& converted = context.pickled.converted[array.bytes_node];
     if (!converted) {
       const auto bytes = float32_to_bfloat16(array.bytes(), array.big_endian);
       converted = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
     }
-    storage =
-        pickled_storage(dtype, {.offset = 0, .size = converted->bytes().size(), .file = converted},
-                        false, std::move(device), true);
+    storage = pickled_storage(context, dtype,
+                              {.offset = 0, .size = converted->bytes().size(), .file = converted},
+                              false, std::move(device), true);
   } else {
     throw UnsupportedError(
         Errc::kTorchUnsupportedRebuild,
@@ -150,7 +153,7 @@ Tensor TensorBuilder::rebuild_device_from_numpy(const Value& function, const Val
                     global_name(function), dtype_name(array.dtype), dtype_name(dtype)));
   }
   Tensor tensor(std::move(storage), dtype, array.sizes, array.strides, 0, requires_grad);
-  pickled_tensors_.emplace(&args, tensor);
+  by_node.emplace(&args, tensor);
   return tensor;
 }
 

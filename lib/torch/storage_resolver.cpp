@@ -1,0 +1,130 @@
+// StorageResolver: persistent ids → storages (torch/serialization.py _load.persistent_load;
+// docs/format.md §1.4, §2.2).
+#include "torch/storage_resolver.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "common/assert.hpp"
+#include "common/check.hpp"
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+#include "torch/access.hpp"
+#include "torch/globals.hpp"
+#include "torch/rebuild_args.hpp"
+#include "torch/storage_types.hpp"
+
+namespace pthload::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+std::string text_of(const Value& value) {
+  if (value.is(Kind::kString) || value.is(Kind::kPython2String)) {
+    return std::string(value.as_string());
+  }
+  if (value.is(Kind::kInt)) return std::to_string(value.as_int());  // pre-1.6 integer keys
+  throw FormatError(
+      Errc::kTorchBadPersistentId,
+      fmt::format("persistent id: expected a string, got a {}", pickle::kind_name(value.kind())));
+}
+
+}  // namespace
+
+StorageResolver::StorageResolver(internal::CheckpointState& checkpoint, std::string data_prefix,
+                                 const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), data_prefix_(std::move(data_prefix)) {
+  // A checkpoint has about one storage per record and a few tensors per storage.
+  const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
+  storage_by_record_.resize(records);
+  checkpoint_.storages.reserve(records);
+}
+
+StorageResolver::StorageResolver(internal::CheckpointState& checkpoint,
+                                 const LegacyStorages& legacy, const Limits& limits)
+    : checkpoint_(checkpoint), limits_(limits), legacy_(&legacy) {}
+
+const zip::Entry* StorageResolver::find_record(std::string_view name) {
+  PTHLOAD_ASSERT(checkpoint_.archive);  // the archive constructor's case
+  const auto entries = std::span(checkpoint_.archive->entries());
+  const zip::Entry* found = next_record_ < entries.size() && entries[next_record_].name == name
+                                ? &entries[next_record_]
+                                : checkpoint_.archive->find(name);
+  if (found != nullptr) next_record_ = static_cast<std::size_t>(found - entries.data()) + 1;
+  return found;
+}
+
+StorageRef StorageResolver::resolve(const Value& persistent) {
+  if (is_load_from_bytes(persistent)) {
+    auto& nested = nested_storages_[load_from_bytes_key(persistent)];
+    // The caller's limits: a nested stream is no licence to exceed them. Its values are counted
+    // per pickle, as every pickle of a stream is; its bytes are part of the outer pickle's, so
+    // the streams together cannot make more values than the file has bytes.
+    if (!nested.storage) nested = load_from_bytes(checkpoint_, persistent, limits_);
+    return nested;
+  }
+  if (!persistent.is(Kind::kPersistent)) {
+    throw FormatError(Errc::kTorchBadRebuildArguments,
+                      fmt::format("expected a storage (a persistent id), got a {}",
+                                  pickle::kind_name(persistent.kind())));
+  }
+  if (legacy_ != nullptr) return legacy_->storage_of(persistent.persistent_id());
+  // ('storage', storage_type, key, location, numel) — torch/serialization.py _save.
+  const Value& id = persistent.persistent_id();
+  refuse_text_persistent_id(id);
+  const auto fields = id.items();
+  common::require_format(id.is(Kind::kTuple) && fields.size() >= 5 &&
+                             fields[0]->is(Kind::kString) && fields[0]->as_string() == "storage",
+                         Errc::kTorchBadPersistentId,
+                         "persistent id is not a ('storage', type, key, location, numel) tuple");
+  const Value& storage_type = *fields[1];
+  std::string key = text_of(*fields[2]);
+  common::require_format(fields[4]->is(Kind::kInt) && fields[4]->as_int() >= 0,
+                         Errc::kTorchBadPersistentId,
+                         "storage '{}': numel is not a non-negative int", key);
+  const auto numel = static_cast<std::uint64_t>(fields[4]->as_int());
+
+  std::string& record_name = record_name_scratch_;
+  record_name.assign(data_prefix_).append(key);
+  const zip::Entry* record = find_record(record_name);
+  common::require_format(record != nullptr, Errc::kTorchStorageRecordMissing,
+                         "storage '{}': no record {}", key, record_name);
+  // Sized by the archive's entries when the resolver was made, and the archive does not change.
+  const auto record_index =
+      static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
+  PTHLOAD_ASSERT(record_index < storage_by_record_.size());
+  auto& cached = storage_by_record_[record_index];
+  // torch caches storages by key: the first persistent id for a key wins.
+  if (cached) return {.storage = cached};
+  std::optional<Dtype> dtype;
+  if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
+  common::check(dtype.has_value(), [&] {
+    return FormatError(
+        Errc::kTorchUnknownStorageType,
+        fmt::format("storage '{}': unknown storage type {}", key, global_name(storage_type)));
+  });
+  const auto nbytes = common::checked_mul(numel, element_size(*dtype));
+  common::require_format(nbytes.has_value(), Errc::kTorchStorageTooSmall,
+                         "storage '{}': {} elements overflow", key, numel);
+  common::require_format(record->uncompressed_size >= *nbytes, Errc::kTorchStorageTooSmall,
+                         "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
+                         numel, dtype_name(*dtype), *nbytes, record_name,
+                         record->uncompressed_size);
+  auto state = std::make_unique<internal::StorageState>();
+  state->key = std::move(key);
+  state->location = text_of(*fields[3]);
+  state->dtype = *dtype;
+  state->numel = numel;
+  state->nbytes = *nbytes;
+  state->record = record;
+  if (checkpoint_.big_endian) state->swap_unit = internal::swap_unit_for(*dtype);
+  cached = internal::Access::make_storage(std::move(state));
+  checkpoint_.storages.push_back(cached);
+  return {.storage = cached};
+}
+
+}  // namespace pthload::torch

@@ -1,0 +1,63 @@
+// Persistent ids → storages, as torch.load's persistent_load makes them
+// (torch/serialization.py _load.persistent_load, _legacy_load.persistent_load; docs/format.md
+// §1.4, §2.2).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "pickle/value.hpp"
+#include "pthload/limits.hpp"
+#include "pthload/tensor.hpp"
+#include "torch/legacy_storages.hpp"
+#include "torch/state.hpp"
+#include "zip/entry.hpp"
+
+namespace pthload::torch {
+
+/// The storages one pickle's persistent ids name: one Storage per key, however many tensors view
+/// it, each checked to fit the record holding its bytes. A storage joins the checkpoint's
+/// storages the first time its key is met. Not thread-safe; one per pickle.
+class StorageResolver {
+ public:
+  /// Storages are records of the checkpoint's archive: `data_prefix` is what their keys are
+  /// appended to ("model/data/"). `limits` (the caller's, which must outlive the resolver) also
+  /// bound the legacy streams nested in the pickle (torch.storage._load_from_bytes).
+  StorageResolver(internal::CheckpointState& checkpoint, std::string data_prefix,
+                  const Limits& limits);
+  /// For a legacy stream: storages come from `legacy` (which must outlive the resolver).
+  StorageResolver(internal::CheckpointState& checkpoint, const LegacyStorages& legacy,
+                  const Limits& limits);
+
+  /// The storage `persistent` names: a persistent id, or a torch.storage._load_from_bytes call
+  /// (a storage pickled by plain pickle). The same key or call always gives the same Storage.
+  /// Throws FormatError: kTorchBadPersistentId, kTorchStorageRecordMissing,
+  /// kTorchUnknownStorageType, kTorchStorageTooSmall, kTorchBadRebuildArguments (no storage).
+  [[nodiscard]] StorageRef resolve(const pickle::Value& persistent);
+
+ private:
+  // The archive's entry named `name`, or nullptr: the entry after the last one found when that
+  // is it (one string comparison), else Archive::find (a hash and a binary search).
+  const zip::Entry* find_record(std::string_view name);
+
+  internal::CheckpointState& checkpoint_;
+  const Limits& limits_;
+  std::string data_prefix_;
+  const LegacyStorages* legacy_ = nullptr;
+  // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
+  std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
+  // Indexed like the archive's entries: a key names exactly one record, which must be looked up
+  // anyway, so its index finds the storage without hashing the key again.
+  std::vector<std::shared_ptr<Storage>> storage_by_record_;
+  // Reused, so naming the record costs no allocation per storage.
+  std::string record_name_scratch_;
+  // The entry after the last storage record found: torch writes storage records in the order
+  // its pickler meets them, so that is usually the next one asked for (see find_record).
+  std::size_t next_record_ = 0;
+};
+
+}  // namespace pthload::torch
