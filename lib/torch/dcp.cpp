@@ -53,7 +53,14 @@ class ItemFiles {
         file = std::make_shared<const common::MappedFile>(
             common::MappedFile::image(common::FileReader::open(path)));
       } else {
-        file = open_file(path, options_);
+        // Mapped as it is: a .distcp file is no one zip archive (its items are, back to back),
+        // so the io=map image that reads a checkpoint's zip index with pread does not apply.
+        try {
+          file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+        } catch (Error& e) {
+          if (e.context().path.empty()) e.context().path = path.string();
+          throw;
+        }
       }
     }
     const auto size = file->bytes().size();

@@ -34,9 +34,7 @@ bool is_index_name(const fs::path& path) {
 std::shared_ptr<const common::MappedFile> open_file(const fs::path& path,
                                                     const LoadOptions& options) {
   try {
-    return options.io == IoStrategy::kRead
-               ? read_file_image(path, options.limits)
-               : std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+    return open_checkpoint_file(path, options);
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = path.string();
     throw;
@@ -89,7 +87,7 @@ void point_at_file(internal::StorageState& storage,
                    const std::shared_ptr<const common::MappedFile>& file, std::uint64_t base) {
   if (storage.record != nullptr) {
     const zip::Entry& record = *storage.record;
-    if (record.method != 0 || record.compressed_size != record.uncompressed_size ||
+    if (record.method != zip::kMethodStored || record.compressed_size != record.uncompressed_size ||
         storage.nbytes > record.uncompressed_size) {
       throw UnsupportedError(Errc::kShardRecordCompressed,
                              fmt::format("storage record {} is compressed: pthload reads the "

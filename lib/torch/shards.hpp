@@ -37,9 +37,9 @@ namespace pthload::torch {
 [[nodiscard]] Checkpoint open_sharded(const std::filesystem::path& index_path,
                                       const LoadOptions& options);
 
-/// The file at `path` as options.io says: mapped (kMap), or read with pread into an image that
-/// is never mapped (kRead, torch/read_image.hpp). The one way sets of files open their files.
-/// Throws IoError (with the path), OutOfMemoryError.
+/// The file at `path` as options.io says (torch/read_image.hpp open_checkpoint_file: its
+/// structure read with pread, storages viewed in a mapping under kMap; nothing mapped under
+/// kRead), with the path in errors. Throws IoError, OutOfMemoryError.
 [[nodiscard]] std::shared_ptr<const common::MappedFile> open_file(const std::filesystem::path& path,
                                                                   const LoadOptions& options);
 
