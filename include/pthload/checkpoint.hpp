@@ -29,8 +29,9 @@ enum class Format : std::uint8_t {
   kLegacy,       ///< torch.save before 1.6, or _use_new_zipfile_serialization=False
   kTorchScript,  ///< torch.jit.save
   kSafetensors,  ///< a safetensors file (huggingface/safetensors, safetensors.torch.save_file)
+  kDcp,          ///< a torch.distributed.checkpoint directory (.metadata + .distcp files)
 };
-/// "zip", "legacy", "torchscript", "safetensors".
+/// "zip", "legacy", "torchscript", "safetensors", "dcp".
 [[nodiscard]] PTHLOAD_API std::string_view format_name(Format format) noexcept;
 
 /// A value that looks like a tensor but is left opaque, and why: a numpy object array, a numpy

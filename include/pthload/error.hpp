@@ -146,6 +146,13 @@ enum class Errc : int {
   kSelectNameCollision = 1001,
   kSliceBadRange = 1002,
   kSliceUnsupported = 1003,
+
+  // 11xx: torch.distributed.checkpoint directories (.metadata and .distcp items).
+  kDcpBadMetadata = 1100,
+  kDcpBadChunks = 1101,
+  kDcpTransformUnsupported = 1102,
+  kDcpItemOutOfBounds = 1103,
+  kDcpItemMismatch = 1104,
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

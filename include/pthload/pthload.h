@@ -4,8 +4,10 @@
  * Conventions, for every function below:
  * - Functions returning `int` return 0 (PTHLOAD_OK) on success, else a pthload::Errc value: the
  *   codes of the C++ errors, unchanged (1xx input/output, 2xx zip, 3xx pickle, 4xx torch,
- *   5xx device, 6xx legacy streams, 9xx this API). pthload_last_error() then describes the
- *   failure. Each such function resets the calling thread's last error to code 0 on success.
+ *   5xx device, 6xx legacy streams, 7xx safetensors, 8xx sets of files, 9xx this API, 10xx
+ *   choosing tensors and slices, 11xx torch.distributed.checkpoint). pthload_last_error()
+ *   then describes the failure. Each such function resets the calling thread's last error
+ *   to code 0 on success.
  * - Handles (pthload_checkpoint, pthload_records) are owned by the caller and released with their
  * _free function. Pointers to tensors and strings a checkpoint hands out are borrowed: valid until
  *   the checkpoint is freed, never to be freed by the caller.
@@ -127,7 +129,10 @@ typedef int (*pthload_map_location_fn)(void* user_data, const pthload_storage_in
                                        pthload_device* device);
 
 /** Options for opening and loading. Set every field with pthload_options_init() first, then
- *  change what you need; a NULL options pointer means the defaults. */
+ *  change what you need; a NULL options pointer means the defaults. The struct only ever grows
+ *  at its end (fields are never moved or removed), and pthload_options_init fills every field,
+ *  so a program that calls it keeps its meaning when rebuilt against a newer header; it has no
+ *  size field, so a program must be rebuilt when the library's struct grows. */
 typedef struct pthload_options {
   /** Every storage goes to this device ("cpu", "cuda:0", "meta"); NULL: not used. Applied
    *  before map_location, which is then not called. The string is read during the call only. */
@@ -148,6 +153,25 @@ typedef struct pthload_options {
   uint64_t max_pickle_memo;
   uint64_t max_pickle_nesting;
   uint64_t max_pickle_values;
+  /* Choosing tensors (pthload::LoadOptions' select, rename_prefix, only, exclude; README
+   * "Partial loading"): applied in this order by open and load alike. Left-out tensors are not
+   * listed and their storages are never read or placed. The strings are read during the call
+   * only; an array with a nonzero count must not be NULL (else PTHLOAD_ERROR_INVALID_ARGUMENT). */
+  /** The sub-tree that is the state dict ("state_dict", "model", "ema"): only tensors named
+   *  "<select>.<rest>" are kept, named "<rest>". NULL or "": the whole tree. */
+  const char* select;
+  /** rename_prefix_count prefix renames: a name starting with rename_prefix_from[i] has it
+   *  replaced by rename_prefix_to[i] (the first that matches; "module." to "" drops
+   *  DataParallel's prefix). */
+  const char* const* rename_prefix_from;
+  const char* const* rename_prefix_to;
+  size_t rename_prefix_count;
+  /** Globs over the (renamed) names: `*`, `?`, `[a-z]`, `[!a-z]`. A tensor is kept when it
+   *  matches one of `only` (or only_count is 0) and none of `exclude`. */
+  const char* const* only;
+  size_t only_count;
+  const char* const* exclude;
+  size_t exclude_count;
 } pthload_options;
 
 /** The calling thread's last error. Every string is NUL-terminated (empty when unknown). */

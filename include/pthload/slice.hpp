@@ -20,11 +20,12 @@ namespace pthload {
 /// run for the first dimension, one run per row gathered into a contiguous result for the last.
 /// `checkpoint` may be opened (nothing placed; the usual case) or loaded with the tensor's
 /// storage on the CPU. CUDA devices are placed through the same pipeline as load() (`cuda`).
-/// The tensor must be dense, contiguous and not quantized, and 0 <= begin <= end <=
-/// sizes()[dim]. Throws FormatError(kTorchNameNotFound) for an unknown name,
-/// UnsupportedError(kSliceBadRange) for another dim or a range outside the tensor,
-/// UnsupportedError(kSliceUnsupported) for a tensor it cannot slice (or one whose storage was
-/// placed on a GPU), and DeviceError as load().
+/// The tensor must be dense, contiguous and not quantized. A negative `begin` or `end` counts
+/// from the end of the dimension, as in Python (`-2` is `sizes()[dim] - 2`; -sizes()[dim] at
+/// the least); then 0 <= begin <= end <= sizes()[dim] must hold (no clamping). Throws
+/// FormatError(kTorchNameNotFound) for an unknown name, UnsupportedError(kSliceBadRange) for
+/// another dim or a range outside the tensor, UnsupportedError(kSliceUnsupported) for a tensor it
+/// cannot slice (or one whose storage was placed on a GPU), and DeviceError as load().
 [[nodiscard]] PTHLOAD_API Tensor load_slice(const Checkpoint& checkpoint, std::string_view name,
                                             int dim, std::int64_t begin, std::int64_t end,
                                             Device device = Device::cpu(),

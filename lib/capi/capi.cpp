@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "pthload/checkpoint.hpp"
 #include "pthload/dlpack.hpp"
@@ -169,6 +170,21 @@ pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user
   };
 }
 
+// `count` C strings at `strings` (globs), checked: none may be NULL.
+std::vector<std::string> c_strings(const char* const* strings, std::size_t count,
+                                   const char* field) {
+  std::vector<std::string> result;
+  result.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (strings == nullptr || strings[i] == nullptr) {
+      throw_invalid_argument(std::string(field) + "_count is " + std::to_string(count) + " but " +
+                             field + " or one of its strings is NULL");
+    }
+    result.emplace_back(strings[i]);
+  }
+  return result;
+}
+
 pthload::LoadOptions to_load_options(const pthload_options* options) {
   pthload::LoadOptions result;
   if (options == nullptr) return result;
@@ -185,6 +201,19 @@ pthload::LoadOptions to_load_options(const pthload_options* options) {
   result.limits.max_pickle_memo = static_cast<std::size_t>(options->max_pickle_memo);
   result.limits.max_pickle_nesting = static_cast<std::size_t>(options->max_pickle_nesting);
   result.limits.max_pickle_values = static_cast<std::size_t>(options->max_pickle_values);
+  if (options->select != nullptr) result.select = options->select;
+  result.rename_prefix.reserve(options->rename_prefix_count);
+  for (std::size_t i = 0; i < options->rename_prefix_count; ++i) {
+    if (options->rename_prefix_from == nullptr || options->rename_prefix_to == nullptr ||
+        options->rename_prefix_from[i] == nullptr || options->rename_prefix_to[i] == nullptr) {
+      throw_invalid_argument("rename_prefix_count is " +
+                             std::to_string(options->rename_prefix_count) +
+                             " but a rename_prefix_from or rename_prefix_to string is NULL");
+    }
+    result.rename_prefix.emplace_back(options->rename_prefix_from[i], options->rename_prefix_to[i]);
+  }
+  result.only = c_strings(options->only, options->only_count, "only");
+  result.exclude = c_strings(options->exclude, options->exclude_count, "exclude");
   return result;
 }
 
@@ -260,7 +289,15 @@ void pthload_options_init(pthload_options* options) {
                              .max_pickle_stack = limits.max_pickle_stack,
                              .max_pickle_memo = limits.max_pickle_memo,
                              .max_pickle_nesting = limits.max_pickle_nesting,
-                             .max_pickle_values = limits.max_pickle_values};
+                             .max_pickle_values = limits.max_pickle_values,
+                             .select = nullptr,
+                             .rename_prefix_from = nullptr,
+                             .rename_prefix_to = nullptr,
+                             .rename_prefix_count = 0,
+                             .only = nullptr,
+                             .only_count = 0,
+                             .exclude = nullptr,
+                             .exclude_count = 0};
 }
 
 int pthload_open(const char* path, const pthload_options* options, pthload_checkpoint** out) {

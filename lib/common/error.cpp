@@ -146,6 +146,11 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(SelectNameCollision)
     PTHLOAD_ERRC_NAME(SliceBadRange)
     PTHLOAD_ERRC_NAME(SliceUnsupported)
+    PTHLOAD_ERRC_NAME(DcpBadMetadata)
+    PTHLOAD_ERRC_NAME(DcpBadChunks)
+    PTHLOAD_ERRC_NAME(DcpTransformUnsupported)
+    PTHLOAD_ERRC_NAME(DcpItemOutOfBounds)
+    PTHLOAD_ERRC_NAME(DcpItemMismatch)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

@@ -141,7 +141,8 @@ MappedFile MappedFile::image_with_views(std::shared_ptr<const FileReader> reader
 
 void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
   const auto* image = std::get_if<Image>(&owner_);
-  PTHLOAD_ASSERT(image != nullptr);
+  // An image of an empty file holds no Image (nothing to map): filling it fills nothing.
+  PTHLOAD_ASSERT(image != nullptr || bytes_.empty());
   if (image == nullptr || offset >= bytes_.size()) return;
   size = std::min<std::uint64_t>(size, bytes_.size() - offset);
   // The image is this object's own writable memory; bytes_ is const only for its readers.

@@ -52,8 +52,10 @@ void check_sliceable(const Tensor& tensor, std::string_view name) {
   }
 }
 
-Gather plan_gather(const Tensor& tensor, std::string_view name, int dim, std::int64_t begin,
-                   std::int64_t end) {
+// `begin` and `end` are made non-negative first: a negative one counts from the end of the
+// dimension, as Python's t[begin:end] and safetensors' get_slice read it.
+Gather plan_gather(const Tensor& tensor, std::string_view name, int dim, std::int64_t& begin,
+                   std::int64_t& end) {
   const auto sizes = tensor.sizes();
   const auto rank = static_cast<int>(sizes.size());
   const int axis = dim < 0 ? dim + rank : dim;
@@ -64,11 +66,15 @@ Gather plan_gather(const Tensor& tensor, std::string_view name, int dim, std::in
                                        name, rank, dim));
   }
   const auto extent = sizes[static_cast<std::size_t>(axis)];
+  const auto requested_begin = begin;
+  const auto requested_end = end;
+  if (begin < 0 && begin >= -extent) begin += extent;
+  if (end < 0 && end >= -extent) end += extent;
   if (begin < 0 || begin > end || end > extent) {
     throw UnsupportedError(Errc::kSliceBadRange,
                            fmt::format("slice [{}, {}) of dimension {} of tensor '{}' is outside "
                                        "its size {}",
-                                       begin, end, axis, name, extent));
+                                       requested_begin, requested_end, axis, name, extent));
   }
   // The tensor was checked against its storage when it was opened: these products fit.
   const std::uint64_t element = element_size(tensor.dtype());

@@ -14,6 +14,7 @@
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
 #include "torch/access.hpp"
+#include "torch/dcp.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
 #include "torch/open.hpp"
@@ -155,6 +156,8 @@ std::string_view format_name(Format format) noexcept {
       return "torchscript";
     case Format::kSafetensors:
       return "safetensors";
+    case Format::kDcp:
+      return "dcp";
   }
   return "unknown";
 }
@@ -259,6 +262,12 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
   try {
+    // A directory with a .metadata file, or that file: torch.distributed.checkpoint's (options
+    // applied there).
+    if (torch::is_dcp_directory(path)) return torch::open_dcp(path, options);
+    if (const auto directory = torch::dcp_directory_of_metadata(path)) {
+      return torch::open_dcp(*directory, options);
+    }
     // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
     // (It applies options' select, renames and filters itself, shard by shard.)
     if (const auto index = torch::shard_index_of(path)) {

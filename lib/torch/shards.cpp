@@ -14,6 +14,7 @@
 #include "safetensors/index.hpp"
 #include "torch/access.hpp"
 #include "torch/open.hpp"
+#include "torch/read_image.hpp"
 #include "torch/select.hpp"
 #include "torch/state.hpp"
 
@@ -28,31 +29,17 @@ bool is_index_name(const fs::path& path) {
   return path.filename().string().ends_with(kIndexSuffix);
 }
 
-// The storage's bytes as a range of its shard's file, so that placement, which reads ranges of
-// any file, needs no shard of its own. Zip records become ranges when stored (torch.save never
-// compresses them); a deflated one would need its shard's archive.
-void point_at_shard_file(internal::StorageState& storage,
-                         const std::shared_ptr<const common::MappedFile>& shard_file) {
-  if (storage.record != nullptr) {
-    const zip::Entry& record = *storage.record;
-    if (record.method != 0 || record.compressed_size != record.uncompressed_size ||
-        storage.nbytes > record.uncompressed_size) {
-      throw UnsupportedError(Errc::kShardRecordCompressed,
-                             fmt::format("storage record {} is compressed: pthload reads the "
-                                         "records of a shard only as torch.save writes them, "
-                                         "stored",
-                                         record.name),
-                             {.record = record.name});
-    }
-    storage.file_range = internal::FileRange{
-        .offset = record.data_offset, .size = storage.nbytes, .file = shard_file};
-    storage.record = nullptr;
-  } else if (storage.file_range && !storage.file_range->file) {
-    storage.file_range->file = shard_file;
+}  // namespace
+
+std::shared_ptr<const common::MappedFile> open_file(const fs::path& path,
+                                                    const LoadOptions& options) {
+  try {
+    return open_checkpoint_file(path, options);
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = path.string();
+    throw;
   }
 }
-
-}  // namespace
 
 std::optional<fs::path> shard_index_of(const fs::path& path) {
   std::error_code ignored;  // a path that is not there is no directory: open() will say so
@@ -93,11 +80,36 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
       {.path = path.string()});
 }
 
+// (torch/shards.hpp) The storage's bytes as a range of its shard's file, so that placement, which
+// reads ranges of any file, needs no shard of its own. Zip records become ranges when stored
+// (torch.save never compresses them); a deflated one would need its shard's archive.
+void point_at_file(internal::StorageState& storage,
+                   const std::shared_ptr<const common::MappedFile>& file, std::uint64_t base) {
+  if (storage.record != nullptr) {
+    const zip::Entry& record = *storage.record;
+    if (record.method != zip::kMethodStored || record.compressed_size != record.uncompressed_size ||
+        storage.nbytes > record.uncompressed_size) {
+      throw UnsupportedError(Errc::kShardRecordCompressed,
+                             fmt::format("storage record {} is compressed: pthload reads the "
+                                         "records of a shard only as torch.save writes them, "
+                                         "stored",
+                                         record.name),
+                             {.record = record.name});
+    }
+    storage.file_range = internal::FileRange{
+        .offset = base + record.data_offset, .size = storage.nbytes, .file = file};
+    storage.record = nullptr;
+  } else if (storage.file_range && !storage.file_range->file) {
+    storage.file_range->offset += base;
+    storage.file_range->file = file;
+  }
+}
+
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = index_path.string();
   try {
-    state->file = std::make_shared<const common::MappedFile>(common::MappedFile::open(index_path));
+    state->file = open_file(index_path, options);
     const auto index = safetensors::parse_index(state->file->bytes());
     state->metadata = index.metadata;
 
@@ -128,8 +140,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
       if (!wanted_shards.contains(shard)) continue;
       const fs::path shard_path = index_path.parent_path() / shard;
       try {
-        auto file =
-            std::make_shared<const common::MappedFile>(common::MappedFile::open(shard_path));
+        auto file = open_file(shard_path, options);
         Checkpoint part = open_mapped(file, shard_path.string(), options);
         auto& part_state = internal::Access::state(part);
         if (format && *format != part_state.format) {
@@ -151,7 +162,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
           ++found_in_shard[listed->first];
         }
         for (const auto& storage : part_state.storages) {
-          point_at_shard_file(internal::Access::state(*storage), file);
+          point_at_file(internal::Access::state(*storage), file, 0);
         }
         std::move(part_state.tensors.begin(), part_state.tensors.end(),
                   std::back_inserter(state->tensors));

@@ -166,6 +166,63 @@ TEST_SUITE("fixtures") {
     CHECK(std::string(pthload_last_error()->message).find("'nope'") != std::string::npos);
   }
 
+  TEST_CASE("capi: select, rename_prefix, only and exclude choose as LoadOptions does") {
+    const auto path = fixture("partial/lightning.ckpt");
+    const auto names = [](const pthload_checkpoint* checkpoint) {
+      std::set<std::string> result;
+      for (std::size_t i = 0; i < pthload_checkpoint_tensor_count(checkpoint); ++i)
+        result.insert(pthload_tensor_name(pthload_checkpoint_tensor(checkpoint, i)));
+      return result;
+    };
+    const char* from[] = {"module."};
+    const char* to[] = {"net."};
+    const char* only[] = {"net.*"};
+    const char* exclude[] = {"*.bias"};
+    pthload_options options;
+    pthload_options_init(&options);
+    CHECK(options.select == nullptr);
+    CHECK(options.only_count == 0);
+    options.map_to = "cpu";
+    options.select = "state_dict";
+    options.rename_prefix_from = from;
+    options.rename_prefix_to = to;
+    options.rename_prefix_count = 1;
+    options.only = only;
+    options.only_count = 1;
+    options.exclude = exclude;
+    options.exclude_count = 1;
+    pthload_checkpoint* raw = nullptr;
+    REQUIRE(pthload_load(path.c_str(), &options, &raw) == PTHLOAD_OK);
+    const CheckpointPtr loaded(raw);
+    CHECK(names(loaded.get()) == std::set<std::string>{"net.decoder.weight", "net.encoder.weight"});
+    const auto expected = pthload::load(path, {.map_location = pthload::map_to("cpu"),
+                                               .select = "state_dict",
+                                               .rename_prefix = {{"module.", "net."}},
+                                               .only = {"net.*"},
+                                               .exclude = {"*.bias"}});
+    for (const auto& named : expected.tensors()) {
+      const pthload_tensor* got = nullptr;
+      REQUIRE(pthload_checkpoint_find_tensor(loaded.get(), named.name.c_str(), &got) == PTHLOAD_OK);
+      CHECK(std::memcmp(pthload_tensor_data(got), named.tensor.data(), named.tensor.nbytes()) == 0);
+    }
+    // open chooses too, and select naming nothing is the C++ API's error.
+    REQUIRE(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_OK);
+    const CheckpointPtr opened(raw);
+    CHECK(names(opened.get()) == names(loaded.get()));
+    options.select = "nothing";
+    CHECK(pthload_open(path.c_str(), &options, &raw) ==
+          static_cast<int>(pthload::Errc::kSelectNotFound));
+    CHECK(raw == nullptr);
+    // A count without its array is the caller's mistake, reported, not dereferenced.
+    options.select = nullptr;
+    options.only = nullptr;
+    CHECK(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+    options.only = only;
+    options.rename_prefix_to = nullptr;
+    CHECK(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(pthload_last_error()->message).find("rename_prefix") != std::string::npos);
+  }
+
   TEST_CASE("capi: open reads no data; data() says why") {
     pthload_checkpoint* raw = nullptr;
     REQUIRE(pthload_open(fixture(kViews).c_str(), nullptr, &raw) == PTHLOAD_OK);

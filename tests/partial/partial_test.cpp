@@ -34,6 +34,7 @@
 #include "torch/state.hpp"
 
 using pthload::Errc;
+using pthload::IoStrategy;
 using pthload::test::error_code_of;
 namespace fs = std::filesystem;
 
@@ -56,6 +57,24 @@ std::vector<std::string> names_of(const pthload::Checkpoint& checkpoint) {
     names.push_back(named.name);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Whether `file` has any part of the file mapped: a mapping, or an io=map image's mapping for
+// views beside its pread image.
+bool maps_file(const pthload::common::MappedFile& file) {
+  return file.is_mapped() || file.view_bytes().data() != file.bytes().data();
+}
+
+// load() and open() of a file with `options` and the I/O strategy `io`.
+pthload::Checkpoint load_with(IoStrategy io, const fs::path& path,
+                              pthload::LoadOptions options = {}) {
+  options.io = io;
+  return pthload::load(path, options);
+}
+pthload::Checkpoint open_with(IoStrategy io, const fs::path& path,
+                              pthload::LoadOptions options = {}) {
+  options.io = io;
+  return pthload::open(path, options);
 }
 
 std::map<std::string, std::uint64_t> checksums_of(const pthload::Checkpoint& checkpoint) {
@@ -189,14 +208,20 @@ TEST_CASE("partial: select strips the sub-tree's name, then the first matching p
 
 TEST_SUITE("fixtures") {
   TEST_CASE("partial: only, exclude and a predicate keep the chosen tensors and their storages") {
+    // Both I/O strategies: each SUBCASE runs the case once more.
+    IoStrategy io = IoStrategy::kMap;
+    SUBCASE("io=map") {}
+    SUBCASE("io=read") {
+      io = IoStrategy::kRead;
+    }
     for (const char* file : {"model.pt", "model.safetensors"}) {
       CAPTURE(file);
       const auto path = kFixtures / file;
-      const auto whole = pthload::load(path, {.map_location = pthload::map_to("cpu")});
+      const auto whole = load_with(io, path, {.map_location = pthload::map_to("cpu")});
       const auto all = checksums_of(whole);
       CHECK(pthload::internal::Access::state(whole).placed_bytes == storage_bytes(whole));
 
-      const auto part = pthload::load(path, {.only = {"layers.0.*"}, .exclude = {"*.bias"}});
+      const auto part = load_with(io, path, {.only = {"layers.0.*"}, .exclude = {"*.bias"}});
       const bool tied = std::string(file) == "model.pt";
       CHECK(names_of(part) == (tied ? std::vector<std::string>{"layers.0.upper", "layers.0.weight"}
                                     : std::vector<std::string>{"layers.0.weight"}));
@@ -208,13 +233,13 @@ TEST_SUITE("fixtures") {
       for (const auto& entry : checksums_of(part))
         CHECK(entry.second == all.at(entry.first));
 
-      const auto by_predicate = pthload::load(
-          path, {.filter = [](std::string_view name) { return name.ends_with(".bias"); }});
+      const auto by_predicate = load_with(
+          io, path, {.filter = [](std::string_view name) { return name.ends_with(".bias"); }});
       CHECK(names_of(by_predicate) == std::vector<std::string>{"layers.0.bias"});
       CHECK(pthload::internal::Access::state(by_predicate).placed_bytes == 2048 * 4);
 
       // open() chooses too: a listing of the chosen tensors reads no tensor byte.
-      const auto listed = pthload::open(path, {.only = {"embed.weight", "layers.1.*"}});
+      const auto listed = open_with(io, path, {.only = {"embed.weight", "layers.1.*"}});
       CHECK(names_of(listed) ==
             std::vector<std::string>{"embed.weight", "layers.1.scale", "layers.1.weight"});
       CHECK(listed.storages().size() == 3);
@@ -226,9 +251,15 @@ TEST_SUITE("fixtures") {
   }
 
   TEST_CASE("partial: a storage tied to a left-out tensor is placed once for the kept one") {
+    // Both I/O strategies: each SUBCASE runs the case once more.
+    IoStrategy io = IoStrategy::kMap;
+    SUBCASE("io=map") {}
+    SUBCASE("io=read") {
+      io = IoStrategy::kRead;
+    }
     const auto path = kFixtures / "model.pt";
-    const auto whole = pthload::load(path, {.map_location = pthload::map_to("cpu")});
-    const auto head = pthload::load(path, {.only = {"head.weight"}});
+    const auto whole = load_with(io, path, {.map_location = pthload::map_to("cpu")});
+    const auto head = load_with(io, path, {.only = {"head.weight"}});
     CHECK(names_of(head) == std::vector<std::string>{"head.weight"});
     REQUIRE(head.storages().size() == 1);
     CHECK(pthload::internal::Access::state(head).placed_bytes == 16 * 1024 * 4);
@@ -331,6 +362,12 @@ TEST_SUITE("fixtures") {
   }
 
   TEST_CASE("partial: load_slice gives torch's narrow() of rows and columns") {
+    // Both I/O strategies: each SUBCASE runs the case once more.
+    IoStrategy io = IoStrategy::kMap;
+    SUBCASE("io=map") {}
+    SUBCASE("io=read") {
+      io = IoStrategy::kRead;
+    }
     const auto slices = manifest("slice");
     REQUIRE(slices.size() == 16);
     for (const auto& row : slices) {
@@ -343,7 +380,7 @@ TEST_SUITE("fixtures") {
       CAPTURE(name);
       CAPTURE(dim);
       CAPTURE(begin);
-      const auto opened = pthload::open(kFixtures / file);
+      const auto opened = open_with(io, kFixtures / file);
       const auto slice = pthload::load_slice(opened, name, dim, begin, end);
       CHECK(fmt::format("{:016x}", slice.content_checksum()) == row[5]);
       CHECK(slice.is_contiguous());
@@ -353,7 +390,7 @@ TEST_SUITE("fixtures") {
           static_cast<std::size_t>(dim < 0 ? dim + static_cast<int>(whole.dim()) : dim);
       CHECK(slice.sizes()[axis] == end - begin);
       // From a loaded checkpoint (the storage on the CPU, here a copy) the same.
-      const auto loaded = pthload::load(kFixtures / file, {.copy_cpu_storages = true});
+      const auto loaded = load_with(io, kFixtures / file, {.copy_cpu_storages = true});
       CHECK(pthload::load_slice(loaded, name, dim, begin, end).content_checksum() ==
             slice.content_checksum());
       // Through the pipeline onto a (host-backend) GPU: the same bytes.
@@ -376,7 +413,18 @@ TEST_SUITE("fixtures") {
     };
     CHECK(code("embed.weight", 0, 0, 17) == Errc::kSliceBadRange);
     CHECK(code("embed.weight", 0, 5, 4) == Errc::kSliceBadRange);
-    CHECK(code("embed.weight", 0, -1, 4) == Errc::kSliceBadRange);
+    CHECK(code("embed.weight", 0, -1, 4) == Errc::kSliceBadRange);   // [15, 4)
+    CHECK(code("embed.weight", 0, -17, 4) == Errc::kSliceBadRange);  // before the start
+    CHECK(code("embed.weight", 0, 0, -17) == Errc::kSliceBadRange);
+    // Negative bounds count from the end, as Python's t[-12:-4] does.
+    for (const int dim : {0, -1}) {
+      const std::int64_t extent = dim == 0 ? 16 : 1024;
+      CHECK(pthload::load_slice(opened, "embed.weight", dim, -12, -4).content_checksum() ==
+            pthload::load_slice(opened, "embed.weight", dim, extent - 12, extent - 4)
+                .content_checksum());
+      CHECK(pthload::load_slice(opened, "embed.weight", dim, -extent, extent).content_checksum() ==
+            pthload::load(kFixtures / "model.pt").tensor("embed.weight").content_checksum());
+    }
     CHECK(code("embed.weight", 2, 0, 1) == Errc::kSliceBadRange);
     CHECK(code("embed.weight", -3, 0, 1) == Errc::kSliceBadRange);
     CHECK(code("nothing", 0, 0, 1) == Errc::kTorchNameNotFound);
@@ -445,9 +493,15 @@ TEST_SUITE("fixtures") {
   }
 
   TEST_CASE("partial: select and rename_prefix give a Lightning checkpoint's state dict") {
+    // Both I/O strategies: each SUBCASE runs the case once more.
+    IoStrategy io = IoStrategy::kMap;
+    SUBCASE("io=map") {}
+    SUBCASE("io=read") {
+      io = IoStrategy::kRead;
+    }
     const auto path = kFixtures / "lightning.ckpt";
     const auto loaded =
-        pthload::load(path, {.select = "state_dict", .rename_prefix = {{"module.", ""}}});
+        load_with(io, path, {.select = "state_dict", .rename_prefix = {{"module.", ""}}});
     CHECK(names_of(loaded) ==
           std::vector<std::string>{"decoder.weight", "encoder.bias", "encoder.weight"});
     CHECK(loaded.storages().size() == 3);  // the optimizer's and ema's are not placed
@@ -455,22 +509,29 @@ TEST_SUITE("fixtures") {
       CAPTURE(row[1]);
       CHECK(fmt::format("{:016x}", loaded.tensor(row[1]).content_checksum()) == row[2]);
     }
-    const auto ema = pthload::open(path, {.select = "ema", .only = {"encoder.*"}});
+    const auto ema = open_with(io, path, {.select = "ema", .only = {"encoder.*"}});
     CHECK(names_of(ema) == std::vector<std::string>{"encoder.bias", "encoder.weight"});
-    CHECK(error_code_of([&] { (void)pthload::open(path, {.select = "model"}); }) ==
+    CHECK(error_code_of([&] { (void)open_with(io, path, {.select = "model"}); }) ==
           Errc::kSelectNotFound);
     CHECK(error_code_of([&] {
-            (void)pthload::open(path, {.select = "state_dict",
-                                       .rename_prefix = {{"module.encoder.weight", "w"},
-                                                         {"module.encoder.bias", "w"}}});
+            (void)open_with(
+                io, path,
+                {.select = "state_dict",
+                 .rename_prefix = {{"module.encoder.weight", "w"}, {"module.encoder.bias", "w"}}});
           }) == Errc::kSelectNameCollision);
     // Renaming without select: every tensor keeps its place, some get new names.
-    const auto renamed = pthload::open(path, {.rename_prefix = {{"state_dict.module.", "m."}}});
-    CHECK(renamed.tensors().size() == pthload::open(path).tensors().size());
+    const auto renamed = open_with(io, path, {.rename_prefix = {{"state_dict.module.", "m."}}});
+    CHECK(renamed.tensors().size() == open_with(io, path).tensors().size());
     CHECK_NOTHROW((void)renamed.tensor("m.encoder.weight"));
   }
 
   TEST_CASE("partial: a sharded checkpoint opens only the shards holding chosen tensors") {
+    // Both I/O strategies: each SUBCASE runs the case once more.
+    IoStrategy io = IoStrategy::kMap;
+    SUBCASE("io=map") {}
+    SUBCASE("io=read") {
+      io = IoStrategy::kRead;
+    }
     // A copy of the sharded folder without its first and last shards: what only needs the
     // second loads; what needs another fails on the missing file.
     const auto folder = fs::temp_directory_path() / fmt::format("pthload_partial_{}", ::getpid());
@@ -478,31 +539,39 @@ TEST_SUITE("fixtures") {
     fs::copy(kFixtures / "sharded", folder);
     fs::remove(folder / "model-00001-of-00003.safetensors");
     fs::remove(folder / "model-00003-of-00003.safetensors");
-    const auto whole = pthload::load(kFixtures / "model.safetensors");
-    const auto part = pthload::load(folder, {.only = {"layers.0.*"}});
+    const auto whole = load_with(io, kFixtures / "model.safetensors");
+    const auto part = load_with(io, folder, {.only = {"layers.0.*"}});
     CHECK(names_of(part) == std::vector<std::string>{"layers.0.bias", "layers.0.weight"});
     CHECK(pthload::internal::Access::state(part).shards.size() == 1);
     for (const auto& named : part.tensors())
       CHECK(named.tensor.content_checksum() == whole.tensor(named.name).content_checksum());
-    CHECK(pthload::open(folder, {.exclude = {"embed.*", "layers.1.*"}}).tensors().size() == 2);
+    // io=read maps neither the index nor a shard; io=map maps both.
+    CHECK(maps_file(*pthload::internal::Access::state(part).file) == (io == IoStrategy::kMap));
+    for (const auto& storage : part.storages()) {
+      const auto& range = pthload::internal::Access::state(*storage).file_range;
+      REQUIRE(range.has_value());
+      CHECK(maps_file(*range->file) == (io == IoStrategy::kMap));
+    }
+    CHECK(open_with(io, folder, {.exclude = {"embed.*", "layers.1.*"}}).tensors().size() == 2);
     // Nothing chosen: no shard opened, an empty checkpoint of the index's format.
-    const auto none = pthload::open(folder, {.only = {"nothing"}});
+    const auto none = open_with(io, folder, {.only = {"nothing"}});
     CHECK(none.tensors().empty());
     CHECK(none.format() == pthload::Format::kSafetensors);
     const auto bin_index = fs::path(PTHLOAD_FIXTURES_DIR) / "shards" / "bin";
-    CHECK(pthload::open(bin_index, {.only = {"nothing"}}).format() == pthload::Format::kZip);
-    CHECK(pthload::internal::Access::state(pthload::open(bin_index, {.only = {"lm_head.weight"}}))
+    CHECK(open_with(io, bin_index, {.only = {"nothing"}}).format() == pthload::Format::kZip);
+    CHECK(pthload::internal::Access::state(open_with(io, bin_index, {.only = {"lm_head.weight"}}))
               .shards.size() == 1);
-    CHECK(pthload::open(folder, {.rename_prefix = {{"layers.", "model.layers."}},
-                                 .only = {"model.layers.0.bias"}})
+    CHECK(open_with(
+              io, folder,
+              {.rename_prefix = {{"layers.", "model.layers."}}, .only = {"model.layers.0.bias"}})
               .tensors()
               .size() == 1);
-    CHECK(error_code_of([&] { (void)pthload::open(folder, {.only = {"embed.weight"}}); }) ==
+    CHECK(error_code_of([&] { (void)open_with(io, folder, {.only = {"embed.weight"}}); }) ==
           Errc::kIoOpenFailed);
-    CHECK(error_code_of([&] { (void)pthload::open(folder, {.select = "model"}); }) ==
+    CHECK(error_code_of([&] { (void)open_with(io, folder, {.select = "model"}); }) ==
           Errc::kSelectNotFound);
     // All of it, from the fixture itself: every shard opened.
-    CHECK(pthload::internal::Access::state(pthload::open(kFixtures / "sharded")).shards.size() ==
+    CHECK(pthload::internal::Access::state(open_with(io, kFixtures / "sharded")).shards.size() ==
           3);
     fs::remove_all(folder);
   }

@@ -76,6 +76,37 @@ with tempfile.TemporaryDirectory() as folder:
     check(result.returncode == 1 and "model-00001-of-00003.safetensors" in result.stderr,
           f"sharded without a shard: exit {result.returncode}: {result.stderr}")
 
+# load --slice: every slice of the manifest, as written and with negative or empty bounds, gives
+# torch's narrow() checksum, under both I/O strategies.
+slices = []
+with open(os.path.join(FIXTURES, "MANIFEST.txt")) as f:
+    for line in f:
+        kind, *fields = line.rstrip("\n").split("\t")
+        if kind == "slice":
+            slices.append(fields)
+sizes = {}
+for name, dims in [("embed.weight", (16, 1024)), ("layers.1.weight", (4, 4096)),
+                   ("layers.0.bias", (2048,)), ("layers.0.weight", (8, 2048))]:
+    sizes[name] = dims
+check(len(slices) == 16, f"{len(slices)} slices in the manifest")
+for file, name, dim, begin, end, xxh3 in slices:
+    extent = sizes[name][int(dim)]
+    spellings = {f"{begin}:{end}", f"{int(begin) - extent}:{int(end) - extent if int(end) < extent else ''}"}
+    if begin == "0":
+        spellings.add(f":{end}")
+    for io in ("map", "read"):
+        for spelling in spellings:
+            spec = f"{name}:{dim}:{spelling}"
+            result = run("load", "--io", io, "--slice", spec, os.path.join(FIXTURES, file))
+            check(result.returncode == 0 and f"xxh3 {xxh3}" in result.stdout,
+                  f"load --slice {spec} {file} --io {io}: {result.stdout} {result.stderr}")
+result = run("load", "--slice", "embed.weight:0:1", model)
+check(result.returncode == 2 and "NAME:DIM:BEGIN:END" in result.stderr,
+      f"--slice without END: exit {result.returncode}: {result.stderr}")
+result = run("load", "--slice", "embed.weight:0:-17:", model)
+check(result.returncode == 1 and "outside" in result.stderr,
+      f"--slice past the start: exit {result.returncode}: {result.stderr}")
+
 print(f"{checks} checks, {len(failures)} failures")
 for failure in failures:
     print("FAIL:", failure)

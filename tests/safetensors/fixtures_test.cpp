@@ -8,8 +8,16 @@
 #include <string>
 
 #include "pthload/checkpoint.hpp"
+#include "torch/access.hpp"
+#include "torch/state.hpp"
 
 namespace {
+
+// Whether `file` has any part of the file mapped: a mapping, or an io=map image's mapping for
+// views beside its pread image.
+bool maps_file(const pthload::common::MappedFile& file) {
+  return file.is_mapped() || file.view_bytes().data() != file.bytes().data();
+}
 
 std::filesystem::path fixture(const std::string& name) {
   return std::filesystem::path(PTHLOAD_FIXTURES_DIR) / "safetensors" / (name + ".safetensors");
@@ -26,6 +34,14 @@ TEST_SUITE("fixtures") {
       INFO(entry.path().string());
       const auto views = pthload::load(entry.path());
       const auto copies = pthload::load(entry.path(), {.copy_cpu_storages = true});
+      // io=read (the file read whole with pread, never mapped) gives the copies' bytes too.
+      const auto read = pthload::load(entry.path(), {.io = pthload::IoStrategy::kRead});
+      CHECK_FALSE(maps_file(*pthload::internal::Access::state(read).file));
+      REQUIRE(read.tensors().size() == copies.tensors().size());
+      for (std::size_t i = 0; i < read.tensors().size(); ++i) {
+        CHECK(read.tensors()[i].tensor.content_checksum() ==
+              copies.tensors()[i].tensor.content_checksum());
+      }
       CHECK(views.format() == pthload::Format::kSafetensors);
       REQUIRE(views.tensors().size() == copies.tensors().size());
       for (std::size_t i = 0; i < views.tensors().size(); ++i) {

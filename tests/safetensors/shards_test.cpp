@@ -17,6 +17,8 @@
 #include "safetensors/safetensors_builder.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
+#include "torch/access.hpp"
+#include "torch/state.hpp"
 
 using pthload::Errc;
 using pthload::test::error_code_of;
@@ -24,6 +26,12 @@ namespace fs = std::filesystem;
 namespace sb = pthload::test::safetensors_build;
 
 namespace {
+
+// Whether `file` has any part of the file mapped: a mapping, or an io=map image's mapping for
+// views beside its pread image.
+bool maps_file(const pthload::common::MappedFile& file) {
+  return file.is_mapped() || file.view_bytes().data() != file.bytes().data();
+}
 
 const fs::path kFixtures = fs::path(PTHLOAD_FIXTURES_DIR) / "shards";
 
@@ -217,12 +225,25 @@ TEST_SUITE("fixtures") {
          {std::tuple{"safetensors", "model.safetensors.index.json", pthload::Format::kSafetensors},
           std::tuple{"bin", "pytorch_model.bin.index.json", pthload::Format::kZip}}) {
       INFO(folder);
-      for (const bool copy : {false, true}) {
-        const auto from_folder = pthload::load(kFixtures / folder, {.copy_cpu_storages = copy});
+      // A copy, a view, and io=read (which maps no shard: owned copies only).
+      for (const int way : {0, 1, 2}) {
+        const auto from_folder = pthload::load(
+            kFixtures / folder,
+            {.copy_cpu_storages = way == 1,
+             .io = way == 2 ? pthload::IoStrategy::kRead : pthload::IoStrategy::kMap});
         CHECK(from_folder.format() == format);
         CHECK(summary(from_folder) == whole);
         CHECK(from_folder.storages().size() == 8);
-        CHECK(from_folder.tensor("lm_head.weight").storage().is_file_view() == !copy);
+        if (way == 2) {
+          CHECK_FALSE(maps_file(*pthload::internal::Access::state(from_folder).file));
+          for (const auto& storage : from_folder.storages()) {
+            const auto& range = pthload::internal::Access::state(*storage).file_range;
+            REQUIRE(range.has_value());
+            CHECK_FALSE(maps_file(*range->file));
+          }
+        } else {
+          CHECK(from_folder.tensor("lm_head.weight").storage().is_file_view() == (way == 0));
+        }
         REQUIRE(from_folder.metadata().size() == 1);
         CHECK(from_folder.metadata()[0].second == "520");
       }

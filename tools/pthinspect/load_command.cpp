@@ -10,8 +10,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pthload/pthload.hpp>
 
 #include "choose.hpp"
@@ -28,7 +30,89 @@ struct LoadArgs {
   bool copy = false;
   ChooseArgs choose;
   std::string io = "map";
+  std::vector<std::string> slices;  // NAME:DIM:BEGIN:END
 };
+
+struct SliceSpec {
+  std::string name;
+  int dim = 0;
+  std::optional<std::int64_t> begin;  // empty: from the start
+  std::optional<std::int64_t> end;    // empty: to the end
+};
+
+// "NAME:DIM:BEGIN:END", split at the last three colons (a name may hold colons); BEGIN and END
+// may be empty (Python's t[:5], t[2:]) or negative (from the end). Returns an error text, or
+// empty.
+std::string parse_slice(const std::string& text, SliceSpec& spec) {
+  std::size_t cut = text.size();
+  std::string fields[3];
+  for (int i = 2; i >= 0; --i) {
+    const auto colon = cut == 0 ? std::string::npos : text.rfind(':', cut - 1);
+    if (colon == std::string::npos) return "'" + text + "' is not NAME:DIM:BEGIN:END";
+    fields[i] = text.substr(colon + 1, cut - colon - 1);
+    cut = colon;
+  }
+  spec.name = text.substr(0, cut);
+  const auto number = [&](const std::string& field, const char* what,
+                          std::optional<std::int64_t>& out) -> std::string {
+    if (field.empty()) return {};
+    std::size_t used = 0;
+    try {
+      out = std::stoll(field, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != field.size())
+      return fmt::format("'{}': {} '{}' is not an integer", text, what, field);
+    return {};
+  };
+  std::optional<std::int64_t> dim;
+  if (spec.name.empty()) return "'" + text + "' names no tensor";
+  if (fields[0].empty()) return "'" + text + "' gives no DIM";
+  for (const auto& error : {number(fields[0], "DIM", dim), number(fields[1], "BEGIN", spec.begin),
+                            number(fields[2], "END", spec.end)}) {
+    if (!error.empty()) return error;
+  }
+  if (*dim < -64 || *dim > 64) return fmt::format("'{}': DIM {} is out of range", text, *dim);
+  spec.dim = static_cast<int>(*dim);
+  return {};
+}
+
+// --slice: each slice read alone from the opened checkpoint (pthload::load_slice) and placed
+// on the device --map-location names (the CPU by default); prints its shape and checksum.
+int run_slices(const LoadArgs& args, const pthload::LoadOptions& options) {
+  pthload::Device device = pthload::Device::cpu();
+  if (!args.map_location.empty() && args.map_location != "auto") {
+    if (args.map_location.find('=') != std::string::npos) {
+      throw pthload::FormatError(pthload::Errc::kDeviceBadString,
+                                 "--slice places slices on one device: --map-location DEVICE");
+    }
+    device = pthload::Device::parse(args.map_location);
+  }
+  const auto checkpoint = pthload::open(args.path, options);
+  for (const auto& text : args.slices) {
+    SliceSpec spec;
+    parse_slice(text, spec);  // checked when parsed
+    const auto& whole = checkpoint.tensor(spec.name);
+    const auto rank = static_cast<int>(whole.dim());
+    const int axis = spec.dim < 0 ? spec.dim + rank : spec.dim;
+    const std::int64_t extent =
+        axis >= 0 && axis < rank ? whole.sizes()[static_cast<std::size_t>(axis)] : 0;
+    const auto begin = spec.begin.value_or(0);
+    const auto end = spec.end.value_or(extent);
+    const auto start = std::chrono::steady_clock::now();
+    const auto slice =
+        pthload::load_slice(checkpoint, spec.name, spec.dim, begin, end, device, options.cuda);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    std::cout << fmt::format(
+        "slice {} dim {} [{}, {}): {} [{}] on {}, {} in {:.3f} ms, xxh3 {:016x}\n", spec.name,
+        spec.dim, begin, end, pthload::dtype_name(slice.dtype()), fmt::join(slice.sizes(), ", "),
+        slice.device().to_string(), human_bytes(slice.nbytes()),
+        std::chrono::duration<double, std::milli>(elapsed).count(),
+        slice.device().type == pthload::Device::Type::kCpu ? slice.content_checksum() : 0);
+  }
+  return 0;
+}
 
 // "cpu" or "cuda:0": every storage there; "cuda:1=cuda:0,cuda:2=cpu": tags renamed.
 pthload::MapLocation parse_map_location(std::string_view spec) {
@@ -80,6 +164,7 @@ int run_load(const LoadArgs& args) {
   options.io = io_strategy(args.io);
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();
+  if (!args.slices.empty()) return run_slices(args, options);
   const auto start = std::chrono::steady_clock::now();
   std::optional<pthload::Checkpoint> loaded;
   try {
@@ -124,6 +209,16 @@ Command add_load_command(CLI::App& app) {
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
   add_choose_options(*cmd, args->choose);
   add_io_option(*cmd, args->io);
+  cmd->add_option("--slice", args->slices,
+                  "instead of loading the checkpoint, read only the range [BEGIN, END) of tensor "
+                  "NAME along dimension DIM (0 or -1) and print its checksum (load_slice); BEGIN "
+                  "or END may be empty or negative, as in Python (repeatable)")
+      ->type_name("NAME:DIM:BEGIN:END")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check([](const std::string& text) {
+        SliceSpec spec;
+        return parse_slice(text, spec);
+      });
   return {cmd, [args] { return run_load(*args); }};
 }
 

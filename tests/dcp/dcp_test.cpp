@@ -1,0 +1,418 @@
+// torch.distributed.checkpoint directories: fixtures dcp.save wrote (tests/fixtures/
+// make_dcp_fixtures.py), opened and loaded under both I/O strategies and checked against torch's
+// own dcp.load; partial loads; hostile .metadata and items.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dcp/metadata.hpp"
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "support/error_code.hpp"
+#include "support/pickle_writer.hpp"
+#include "torch/access.hpp"
+#include "torch/state.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pthload::Errc;
+using pthload::IoStrategy;
+using pthload::test::error_code_of;
+using pthload::test::PickleWriter;
+
+const fs::path kFixtures = fs::path(PTHLOAD_FIXTURES_DIR) / "dcp";
+
+struct Expected {
+  std::string dtype;
+  std::string shape;
+  std::string xxh3;
+};
+
+// MANIFEST.txt: "tensor DIR NAME DTYPE SHAPE XXH3" and "bytes DIR NAME" lines, from torch.
+struct Manifest {
+  std::map<std::string, std::map<std::string, Expected>> tensors;  // by directory, then name
+  std::map<std::string, std::set<std::string>> bytes_items;
+};
+
+Manifest read_manifest() {
+  Manifest manifest;
+  std::ifstream in(kFixtures / "MANIFEST.txt");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kind, dir, name;
+    words >> kind >> dir >> name;
+    if (kind == "tensor") {
+      Expected e;
+      words >> e.dtype >> e.shape >> e.xxh3;
+      manifest.tensors[dir][name] = e;
+    } else if (kind == "bytes") {
+      manifest.bytes_items[dir].insert(name);
+    }
+  }
+  return manifest;
+}
+
+std::string shape_of(const pthload::Tensor& tensor) {
+  if (tensor.sizes().empty()) return "scalar";
+  return fmt::format("{}", fmt::join(tensor.sizes(), "x"));
+}
+
+// A copy of a fixture directory a test may change.
+struct ScratchDir {
+  fs::path path;
+  explicit ScratchDir(const fs::path& from) {
+    path = fs::temp_directory_path() /
+           fmt::format("pthload-dcp-{}-{}", ::getpid(), reinterpret_cast<std::uintptr_t>(this));
+    fs::remove_all(path);
+    fs::copy(from, path, fs::copy_options::recursive);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  [[nodiscard]] std::string read(const std::string& name) const {
+    std::ifstream in(path / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path / name, std::ios::binary | std::ios::trunc) << bytes;
+  }
+};
+
+// Whether `file` has any part of the file mapped: a mapping, or an io=map image's mapping for
+// views beside its pread image.
+bool maps_file(const pthload::common::MappedFile& file) {
+  return file.is_mapped() || file.view_bytes().data() != file.bytes().data();
+}
+
+const char* io_name(IoStrategy io) {
+  return io == IoStrategy::kMap ? "map" : "read";
+}
+
+}  // namespace
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("dcp: open and load give what torch's dcp.load gives, mapped and read") {
+    const auto manifest = read_manifest();
+    REQUIRE(manifest.tensors.size() == 2);
+    for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      for (const auto& [dir, expected] : manifest.tensors) {
+        CAPTURE(dir);
+        CAPTURE(io_name(io));
+        const auto opened = pthload::open(kFixtures / dir, {.io = io});
+        CHECK(opened.format() == pthload::Format::kDcp);
+        // The .metadata file stands for its directory.
+        CHECK(pthload::open(kFixtures / dir / ".metadata", {.io = io}).tensors().size() ==
+              opened.tensors().size());
+        CHECK(pthload::format_name(opened.format()) == "dcp");
+        const auto loaded = pthload::load(kFixtures / dir, {.io = io});
+        CHECK(opened.tensors().size() == loaded.tensors().size());
+        for (const auto* checkpoint : {&loaded}) {
+          std::map<std::string, Expected> got;
+          for (const auto& named : checkpoint->tensors()) {
+            got[named.name] = {std::string(pthload::dtype_name(named.tensor.dtype())),
+                               shape_of(named.tensor),
+                               fmt::format("{:016x}", named.tensor.content_checksum())};
+          }
+          REQUIRE(got.size() == expected.size());
+          for (const auto& [name, e] : expected) {
+            CAPTURE(name);
+            REQUIRE(got.contains(name));
+            CHECK(got[name].dtype == e.dtype);
+            CHECK(got[name].shape == e.shape);
+            CHECK(got[name].xxh3 == e.xxh3);
+          }
+          std::set<std::string> opaque;
+          for (const auto& value : checkpoint->opaque_values())
+            opaque.insert(value.name);
+          CHECK(opaque == manifest.bytes_items.at(dir));
+        }
+        // Every storage placed: a view of a .distcp file when mapped (one chunk), owned when
+        // read (never a view of anything mapped).
+        for (const auto& storage : loaded.storages()) {
+          const auto& state = pthload::internal::Access::state(*storage);
+          const bool view = std::holds_alternative<pthload::internal::FileView>(state.placement);
+          const auto& file = state.file_range->file;
+          REQUIRE(file);
+          // An assembled tensor's buffer is owned memory: a view of it maps nothing.
+          if (io == IoStrategy::kRead) CHECK_FALSE(maps_file(*file));
+          if (view) CHECK_FALSE(file->has_holes());
+        }
+      }
+    }
+  }
+
+  TEST_CASE("dcp: a tensor saved in one chunk is a view of its .distcp file where aligned") {
+    const auto loaded = pthload::load(kFixtures / "single");
+    // A transposed tensor keeps the item's own strides, as torch.save kept them.
+    CHECK(loaded.tensor("model.layers.1.weight_t").strides()[0] == 1);
+    // Items follow one another unpadded, so a storage is a view only where its address happens
+    // to suit its dtype (bool: always), else an aligned copy (cpu/placement.cpp).
+    std::size_t views = 0;
+    for (const auto& named : loaded.tensors()) {
+      const auto& state = pthload::internal::Access::state(named.tensor.storage());
+      CAPTURE(named.name);
+      CHECK(maps_file(*state.file_range->file));
+      const bool view = std::holds_alternative<pthload::internal::FileView>(state.placement);
+      const std::byte* source = state.file_range->file->bytes().data() + state.file_range->offset;
+      const bool aligned = reinterpret_cast<std::uintptr_t>(source) %
+                               std::min<std::size_t>(pthload::element_size(state.dtype), 16) ==
+                           0;
+      if (view) ++views;
+      CHECK(view == aligned);
+      if (view) CHECK(state.cpu_bytes.data() == source);
+    }
+    CHECK(std::holds_alternative<pthload::internal::FileView>(
+        pthload::internal::Access::state(loaded.tensor("model.mask").storage()).placement));
+    CHECK(views >= 1);
+  }
+
+  TEST_CASE("dcp: a sharded tensor is assembled from the chunks of both ranks' files") {
+    const auto opened = pthload::open(kFixtures / "sharded");
+    const auto& rows = opened.tensor("model.rows");  // Shard(0): rows 0-2 and 3-5
+    const auto& cols = opened.tensor("model.cols");  // Shard(1): columns 0-2 and 3-5
+    const auto row_data = pthload::load(kFixtures / "sharded").tensor("model.rows");
+    const auto* floats = reinterpret_cast<const float*>(row_data.data());
+    for (int i = 0; i < 24; ++i)
+      CHECK(floats[i] == static_cast<float>(i) / 8);
+    CHECK(rows.strides()[0] == 4);
+    const auto col_data = pthload::load(kFixtures / "sharded").tensor("model.cols");
+    const auto* shorts = reinterpret_cast<const std::int16_t*>(col_data.data());
+    for (int i = 0; i < 30; ++i)
+      CHECK(shorts[i] == i - 7);
+    CHECK(cols.sizes()[1] == 6);
+  }
+
+  TEST_CASE("dcp: partial loads open only the files of the chosen tensors") {
+    for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      CAPTURE(io_name(io));
+      ScratchDir dir(kFixtures / "sharded");
+      fs::remove(dir.path / "__0_0.distcp");  // rank 0's: half of rows and cols
+      const auto plain = pthload::load(dir.path, {.only = {"model.plain"}, .io = io});
+      REQUIRE(plain.tensors().size() == 1);
+      CHECK(plain.storages().size() == 1);
+      CHECK(fmt::format("{:016x}", plain.tensors()[0].tensor.content_checksum()) ==
+            read_manifest().tensors["sharded"]["model.plain"].xxh3);
+      CHECK(error_code_of([&] { (void)pthload::open(dir.path, {.io = io}); }) ==
+            Errc::kIoOpenFailed);
+    }
+    const auto model =
+        pthload::open(kFixtures / "single", {.select = "model", .exclude = {"layers.*"}});
+    std::set<std::string> names;
+    for (const auto& named : model.tensors())
+      names.insert(named.name);
+    CHECK(names == std::set<std::string>{"embed.weight", "head.weight", "mask", "index"});
+    CHECK(model.opaque_values().empty());
+    CHECK(error_code_of([&] { (void)pthload::open(kFixtures / "single", {.select = "ema"}); }) ==
+          Errc::kSelectNotFound);
+    CHECK(error_code_of([&] {
+            (void)pthload::open(kFixtures / "single",
+                                {.rename_prefix = {{"model.embed.", "x."}, {"model.head.", "x."}}});
+          }) == Errc::kSelectNameCollision);
+  }
+
+  TEST_CASE("dcp: items written as safetensors are refused with the reason") {
+    for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      try {
+        (void)pthload::open(kFixtures / "safetensors_format", {.io = io});
+        FAIL("opened");
+      } catch (const pthload::UnsupportedError& e) {
+        CHECK(e.code() == Errc::kDcpItemMismatch);
+        CHECK(std::string(e.what()).find("SAFETENSORS") != std::string::npos);
+      }
+    }
+  }
+
+  TEST_CASE("dcp: hostile directories give errors, never crashes") {
+    const std::string metadata = [] {
+      std::ifstream in(kFixtures / "sharded" / ".metadata", std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    }();
+    REQUIRE(metadata.size() > 100);
+    SUBCASE("an item path that leaves the directory") {
+      ScratchDir dir(kFixtures / "sharded");
+      auto bytes = metadata;
+      const auto at = bytes.find("__1_0.distcp");
+      REQUIRE(at != std::string::npos);
+      bytes[at] = '/';
+      dir.write(".metadata", bytes);
+      CHECK(error_code_of([&] { (void)pthload::open(dir.path); }) == Errc::kShardNameUnsafe);
+    }
+    SUBCASE("a .distcp file shorter than its items") {
+      ScratchDir dir(kFixtures / "sharded");
+      dir.write("__1_0.distcp", dir.read("__1_0.distcp").substr(0, 2000));
+      try {
+        (void)pthload::open(dir.path);
+        FAIL("opened");
+      } catch (const pthload::FormatError& e) {
+        CHECK(e.code() == Errc::kDcpItemOutOfBounds);
+        CHECK(e.context().path == (dir.path / "__1_0.distcp").string());
+        CHECK(e.context().offset.has_value());
+      }
+    }
+    SUBCASE("an item that is not the tensor the metadata describes") {
+      ScratchDir dir(kFixtures / "sharded");
+      auto bytes = metadata;
+      // model.cols is int16: call it int32, whose items torch would have written differently.
+      const auto at = bytes.find("int16");
+      REQUIRE(at != std::string::npos);
+      bytes.replace(at, 5, "int32");
+      dir.write(".metadata", bytes);
+      CHECK(error_code_of([&] { (void)pthload::open(dir.path); }) == Errc::kDcpItemMismatch);
+    }
+    SUBCASE("every truncation and every byte changed of .metadata") {
+      ScratchDir dir(kFixtures / "sharded");
+      std::size_t errors = 0;
+      const auto attempt = [&](const std::string& bytes) {
+        dir.write(".metadata", bytes);
+        try {
+          (void)pthload::load(dir.path);
+        } catch (const pthload::Error&) {
+          ++errors;
+        }
+      };
+      for (std::size_t n = 0; n < metadata.size(); n += 7)
+        attempt(metadata.substr(0, n));
+      for (std::size_t i = 0; i < metadata.size(); i += 3) {
+        for (const unsigned char value : {0x00u, 0x7fu, 0xffu}) {
+          auto bytes = metadata;
+          bytes[i] = static_cast<char>(value);
+          attempt(bytes);
+        }
+      }
+      CHECK(errors > metadata.size() / 7);  // every truncation at least fails
+    }
+  }
+}
+
+namespace {
+
+namespace names {
+constexpr std::string_view kMeta = "torch.distributed.checkpoint.metadata";
+constexpr std::string_view kFs = "torch.distributed.checkpoint.filesystem";
+}  // namespace names
+
+struct ChunkSpec {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> sizes;
+  std::string path = "__0_0.distcp";
+  std::int64_t offset = 0;
+  std::int64_t length = 100;
+  bool listed = true;      // has a storage_data entry
+  bool transform = false;  // written through a stream transform
+};
+
+void size(PickleWriter& p, const std::vector<std::int64_t>& values) {
+  p.global("torch", "Size").mark().mark();
+  for (const auto v : values)
+    p.integer(v);
+  p.tuple().tuple().reduce();
+}
+
+void object(PickleWriter& p, std::string_view module, std::string_view name) {
+  p.global(module, name).empty_tuple().op('\x81');  // NEWOBJ
+}
+
+// A .metadata pickle with one tensor `fqn` of `sizes` in the given chunks, as DCP writes it.
+std::string metadata_pickle(const std::vector<std::int64_t>& sizes,
+                            const std::vector<ChunkSpec>& chunks,
+                            std::string_view root = "Metadata") {
+  PickleWriter p;
+  object(p, names::kMeta, root);
+  p.empty_dict().mark().str("state_dict_metadata").empty_dict().mark().str("w");
+  object(p, names::kMeta, "TensorStorageMetadata");
+  p.empty_dict().mark().str("properties");
+  object(p, names::kMeta, "TensorProperties");
+  p.mark().global("torch", "float32").none().boolean(false).none().boolean(false).tuple().build();
+  p.str("size");
+  size(p, sizes);
+  p.str("chunks").empty_list().mark();
+  for (const auto& chunk : chunks) {
+    object(p, names::kMeta, "ChunkStorageMetadata");
+    p.empty_dict().mark().str("offsets");
+    size(p, chunk.offsets);
+    p.str("sizes");
+    size(p, chunk.sizes);
+    p.setitems().build();
+  }
+  p.appends().setitems().build().setitems();
+  p.str("storage_data").empty_dict().mark();
+  for (const auto& chunk : chunks) {
+    if (!chunk.listed) continue;
+    object(p, names::kMeta, "MetadataIndex");
+    p.empty_dict().mark().str("fqn").str("w").str("offset");
+    size(p, chunk.offsets);
+    p.setitems().build();
+    object(p, names::kFs, "_StorageInfo");
+    p.empty_dict().mark().str("relative_path").str(chunk.path).str("offset").integer(chunk.offset);
+    p.str("length").integer(chunk.length);
+    if (chunk.transform) p.str("transform_descriptors").empty_list().mark().str("zstd").appends();
+    p.setitems().build();
+  }
+  p.setitems().str("version").str("1.0.0").setitems().build().stop();
+  return p.bytes();
+}
+
+Errc parse_code(const std::string& bytes) {
+  return error_code_of([&] {
+    (void)pthload::dcp::parse_metadata(std::as_bytes(std::span(bytes.data(), bytes.size())), {});
+  });
+}
+
+}  // namespace
+
+TEST_CASE("dcp: metadata built by hand parses, and each malformed field is refused") {
+  const std::vector<ChunkSpec> halves{{.offsets = {0, 0}, .sizes = {2, 4}},
+                                      {.offsets = {2, 0}, .sizes = {2, 4}, .offset = 100}};
+  const auto good = metadata_pickle({4, 4}, halves);
+  const auto parsed =
+      pthload::dcp::parse_metadata(std::as_bytes(std::span(good.data(), good.size())), {});
+  REQUIRE(parsed.entries.size() == 1);
+  CHECK(parsed.entries[0].fqn == "w");
+  CHECK(parsed.entries[0].dtype_name == "float32");
+  CHECK(parsed.entries[0].chunks.size() == 2);
+  CHECK(parsed.entries[0].chunks[1].location.offset == 100);
+  CHECK(parsed.version == "1.0.0");
+
+  CHECK(parse_code(metadata_pickle({4, 4}, halves, "Other")) == Errc::kDcpBadMetadata);
+  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0]})) == Errc::kDcpBadChunks);  // a gap
+  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], halves[0]})) ==
+        Errc::kDcpBadMetadata);  // one storage_data key twice
+  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {1, 0}, .sizes = {3, 4}}})) ==
+        Errc::kDcpBadChunks);  // overlap
+  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {2, 0}, .sizes = {3, 4}}})) ==
+        Errc::kDcpBadChunks);  // past the end
+  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {2}, .sizes = {2}}})) ==
+        Errc::kDcpBadChunks);  // dimensions
+  CHECK(parse_code(metadata_pickle({4, -4}, halves)) == Errc::kDcpBadMetadata);
+  auto unlisted = halves;
+  unlisted[1].listed = false;
+  CHECK(parse_code(metadata_pickle({4, 4}, unlisted)) == Errc::kDcpBadMetadata);
+  auto escaping = halves;
+  escaping[1].path = "..";
+  CHECK(parse_code(metadata_pickle({4, 4}, escaping)) == Errc::kShardNameUnsafe);
+  escaping[1].path = "../x.distcp";
+  CHECK(parse_code(metadata_pickle({4, 4}, escaping)) == Errc::kShardNameUnsafe);
+  auto negative = halves;
+  negative[1].offset = -1;
+  CHECK(parse_code(metadata_pickle({4, 4}, negative)) == Errc::kDcpBadMetadata);
+  auto compressed = halves;
+  compressed[1].transform = true;
+  CHECK(parse_code(metadata_pickle({4, 4}, compressed)) == Errc::kDcpTransformUnsupported);
+  const std::int64_t big = std::int64_t{1} << 40;
+  CHECK(parse_code(metadata_pickle({big, big}, {{.offsets = {0, 0}, .sizes = {big, big}}})) ==
+        Errc::kDcpBadMetadata);  // 2^80 elements
+}
