@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/check.hpp"
 #include "common/mapped_file.hpp"
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
@@ -111,7 +112,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
   }
 
   auto pickle_bytes = state.archive->read(*data_pickle);
-  try {
+  common::with_context({.record = data_pickle->name}, [&] {
     pickle::Machine machine(options.limits);
     const auto bytes = pickle_bytes.bytes();
     state.pickle = machine.run(bytes);
@@ -122,10 +123,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
     state.tensors.reserve(state.archive->entries().size());
     torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder,
                                  options.limits, state.tensors, state.opaque_values);
-  } catch (Error& e) {
-    if (e.context().record.empty()) e.context().record = data_pickle->name;
-    throw;
-  }
+  });
   if (constants_pickle != nullptr) {
     torch::read_torchscript_constants(state, *constants_pickle, prefix, options);
   }
@@ -273,13 +271,9 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     if (const auto index = torch::shard_index_of(path)) {
       return torch::open_sharded(*index, options);
     }
-    std::shared_ptr<const common::MappedFile> file;
-    try {
-      file = torch::open_checkpoint_file(path, options);
-    } catch (Error& e) {
-      if (e.context().path.empty()) e.context().path = path.string();
-      throw;
-    }
+    const std::string name = path.string();
+    auto file = common::with_context({.path = name},
+                                     [&] { return torch::open_checkpoint_file(path, options); });
     auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
     torch::choose_tensors(internal::Access::state(checkpoint), options);
     return checkpoint;

@@ -204,6 +204,9 @@ TEST_SUITE("fixtures") {
         {"safetensors/layers.safetensors", IoStrategy::kMap},
         {"shards/bin", IoStrategy::kRead},
         {"shards/bin", IoStrategy::kMap},
+        // Two ranks' chunks of DTensors assembled into one buffer per tensor at open().
+        {"dcp/sharded", IoStrategy::kRead},
+        {"dcp/sharded", IoStrategy::kMap},
     };
     common::fault_hooks::set_read(faulty_read);
     common::fault_hooks::set_allocation_failure(aligned_allocation_fails);
