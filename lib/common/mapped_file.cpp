@@ -198,6 +198,13 @@ MappedFile MappedFile::from_bytes(std::span<const std::byte> bytes) {
   return file;
 }
 
+MappedFile MappedFile::adopt(AlignedBuffer buffer) noexcept {
+  MappedFile file;
+  auto& owned = file.owner_.emplace<AlignedBuffer>(std::move(buffer));
+  file.bytes_ = owned.span();
+  return file;
+}
+
 MappedFile MappedFile::borrow(std::span<const std::byte> bytes) noexcept {
   MappedFile file;
   file.bytes_ = bytes;

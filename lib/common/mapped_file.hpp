@@ -37,6 +37,9 @@ class MappedFile {
   /// A copy of `bytes` in an owned buffer, as if read from a file (tests, fuzzing, callers
   /// that already hold the checkpoint in memory). Throws std::bad_alloc.
   [[nodiscard]] static MappedFile from_bytes(std::span<const std::byte> bytes);
+  /// `buffer` itself as the file's bytes, without a copy (bytes assembled in memory, such as a
+  /// DCP tensor put together from its chunks).
+  [[nodiscard]] static MappedFile adopt(AlignedBuffer buffer) noexcept;
 
   /// A view of `bytes` that the caller owns: nothing is copied, so the bytes must stay alive and
   /// unchanged while this object, or anything holding it, lives (open() and load() over memory).
