@@ -62,6 +62,15 @@ std::vector<Interval> fill_ranges(const common::MappedFile& image, std::vector<R
   return covered;
 }
 
+// An archive whose end records or central directory make no sense — most often a truncated
+// download — is reported by parse() from the tail already read (the end records' search reads
+// nothing else). Only a small file is read whole, so that an unusual layout is reported exactly
+// as over a mapping; a 10 GB download cut short must not cost 10 GB of memory to refuse.
+void fill_broken(const common::MappedFile& image) {
+  constexpr std::uint64_t kReadWholeUpTo = std::uint64_t{16} << 20;
+  if (image.bytes().size() <= kReadWholeUpTo) image.fill(0, image.bytes().size());
+}
+
 }  // namespace
 
 void fill_archive_image(const common::MappedFile& image, const Limits& limits,
@@ -78,10 +87,10 @@ void fill_archive_image(const common::MappedFile& image, const Limits& limits,
     }
     entries = read_central_directory(file, end, limits);
   } catch (const FormatError&) {
-    image.fill(0, size);  // parse() will say what is wrong, over the real bytes
+    fill_broken(image);
     return;
   } catch (const UnsupportedError&) {
-    image.fill(0, size);
+    fill_broken(image);
     return;
   }
   std::vector<Range> ranges;

@@ -14,8 +14,10 @@ namespace pthload::zip {
 /// Fills `image` (an image() of a file that starts like a zip archive) with every byte
 /// Archive::parse reads, and every record payload except those `leave_out` names, with as few
 /// pread calls as the layout allows. Where the end records or the central directory cannot be
-/// made sense of, it reads the whole file, so that parse() reports the problem exactly as over a
-/// mapping. Throws IoError (a read failed, or the file shrank).
+/// made sense of, it reads the whole file when that is at most 16 MiB, so that parse() reports
+/// the problem exactly as over a mapping; a larger one (a truncated download) keeps only its
+/// tail, from which parse() reports a missing or broken end record. Throws IoError (a read
+/// failed, or the file shrank).
 void fill_archive_image(const common::MappedFile& image, const Limits& limits,
                         const std::function<bool(const Entry&)>& leave_out);
 

@@ -55,6 +55,14 @@ ssize_t eio(int, void*, std::size_t, off_t) {
   return -1;
 }
 
+std::uint64_t bytes_read = 0;
+
+ssize_t counting(int fd, void* buffer, std::size_t bytes, off_t offset) {
+  const ssize_t got = ::pread(fd, buffer, bytes, offset);
+  if (got > 0) bytes_read += static_cast<std::uint64_t>(got);
+  return got;
+}
+
 }  // namespace
 
 TEST_CASE("faults: pread retries EINTR and continues short reads") {
@@ -174,6 +182,25 @@ TEST_CASE("faults: LoadOptions::verify_crc checks the records a load reads, with
     corrupt_record(file.path(), "archive/version");
     CHECK(open(file.path(), unchecked).tensors().size() == 1);
     CHECK(error_code_of([&] { (void)open(file.path(), checked); }) == Errc::kZipCrcMismatch);
+  }
+}
+
+TEST_CASE("faults: a large checkpoint cut short is refused from its tail, not read whole") {
+  // What a download that stopped early looks like: the central directory and end records gone.
+  const TempPath whole("cut-whole.pt");
+  const TempPath cut("cut.pt");
+  write_float_checkpoint(whole.path(), std::size_t{8} << 20);  // 32 MiB
+  std::filesystem::copy_file(whole.path(), cut.path(),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(cut.path(), std::filesystem::file_size(whole.path()) / 2);
+  const ReadHook hook(counting);
+  for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+    CAPTURE(static_cast<int>(io));
+    LoadOptions options;
+    options.io = io;
+    bytes_read = 0;
+    CHECK(error_code_of([&] { (void)open(cut.path(), options); }) == Errc::kZipEndRecordNotFound);
+    CHECK(bytes_read < (std::uint64_t{1} << 20));  // the tail the end record is searched in
   }
 }
 
