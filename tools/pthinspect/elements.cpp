@@ -96,8 +96,8 @@ std::span<const std::byte> ElementReader::next(std::size_t max_bytes) {
 // A strided view is read one box of its index space at a time: the trailing dimensions that fit
 // whole, and a range of the one before. Inside the box the loops run in the storage's order
 // (largest stride outermost), so the storage is read front to back whatever the view's order:
-// a transposed matrix row by row, not a page in every row per output row. That keeps the pages
-// touched between two releases few (the kernel maps neighbouring pages of a fault too).
+// a transposed matrix row by row, not a page in every row per output row (the memory a box is
+// gathered from is a storage in memory or a strided file view's pread copy).
 std::span<const std::byte> ElementReader::next_box(std::uint64_t elements_wanted) {
   const auto sizes = tensor_.sizes();
   const auto strides = tensor_.strides();
