@@ -3,12 +3,11 @@
 #include "torch/read_image.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <string_view>
 #include <system_error>
 
 #include "common/byte_reader.hpp"
-#include "common/checked.hpp"
+#include "safetensors/header.hpp"
 #include "zip/image.hpp"
 
 namespace pthload::torch {
@@ -35,14 +34,22 @@ bool starts_like_zip(std::span<const std::byte> bytes) noexcept {
          bytes[2] == std::byte{3} && bytes[3] == std::byte{4};
 }
 
+// Pipes and devices cannot be read at an offset: they are read (or mapped) as MappedFile::open
+// reads them.
+std::shared_ptr<const common::MappedFile> opened_whole(const std::filesystem::path& path) {
+  return std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+}
+
+bool is_regular(const std::filesystem::path& path) noexcept {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error);
+}
+
 }  // namespace
 
 std::shared_ptr<const common::MappedFile> read_file_image(const std::filesystem::path& path,
                                                           const Limits& limits) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
-  }
+  if (!is_regular(path)) return opened_whole(path);
   auto image = common::MappedFile::image(common::FileReader::open(path));
   image.fill(0, 4);
   if (starts_like_zip(image.bytes())) {
@@ -53,45 +60,34 @@ std::shared_ptr<const common::MappedFile> read_file_image(const std::filesystem:
   return std::make_shared<const common::MappedFile>(std::move(image));
 }
 
-}  // namespace pthload::torch
-
-namespace pthload::torch {
-namespace {
-
-// A safetensors file begins with its header's size (u64, little-endian) and the header, a JSON
-// object: the part of the file an io=map image reads (safetensors/header.cpp checks the rest).
-std::optional<std::uint64_t> safetensors_prefix(std::span<const std::byte> first) noexcept {
-  constexpr std::uint64_t kSizeField = 8;
-  if (first.size() <= kSizeField || first[kSizeField] != std::byte{'{'}) return std::nullopt;
-  return common::checked_add(kSizeField, common::load_le<std::uint64_t>(first.data()));
-}
-
-}  // namespace
-
 std::shared_ptr<const common::MappedFile> map_file_image(const std::filesystem::path& path,
                                                          const Limits& limits) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
-  }
+  if (!is_regular(path)) return opened_whole(path);
   auto image = common::MappedFile::image_with_views(common::FileReader::open(path));
-  constexpr std::uint64_t kPeekBytes = 9;
+  // Enough for the zip magic and for looks_like_safetensors (the size field, '{' and the first
+  // key's quote after any whitespace).
+  constexpr std::uint64_t kPeekBytes = 64;
   image.fill(0, kPeekBytes);
   const auto first = image.bytes().first(std::min<std::size_t>(image.bytes().size(), kPeekBytes));
   if (starts_like_zip(first)) {
     // Every storage, whatever its size, is viewed in the mapping: reading it too would be waste.
     zip::fill_archive_image(image, limits, is_stored_storage_record);
-  } else if (const auto prefix = safetensors_prefix(first)) {
-    image.fill(0, *prefix);
+  } else if (safetensors::looks_like_safetensors(first)) {
+    // The size field and the header; the tensors' data stays in the mapping. A size above
+    // the limit is refused by Header::parse from the size field alone.
+    constexpr std::uint64_t kSizeField = 8;
+    const std::uint64_t header =
+        std::min(common::load_le<std::uint64_t>(first.data()), safetensors::kMaxHeaderBytes);
+    image.fill(0, kSizeField + header);
   } else {
-    return std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
+    // Legacy streams and the rest are parsed where they lie (options.hpp says so).
+    return opened_whole(path);
   }
   return std::make_shared<const common::MappedFile>(std::move(image));
 }
 
 common::MappedFile index_file_image(const std::filesystem::path& path, const Limits& limits) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) return common::MappedFile::open(path);
+  if (!is_regular(path)) return common::MappedFile::open(path);
   auto image = common::MappedFile::image(common::FileReader::open(path));
   zip::fill_archive_image(
       image, limits, [](const zip::Entry& entry) { return entry.method == zip::kMethodStored; });
