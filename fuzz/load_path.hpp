@@ -81,12 +81,13 @@ inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
   for (const auto& storage : checkpoint.storages()) {
     const auto& state = internal::Access::state(*storage);
     const bool is_used = used.contains(storage.get());
-    const bool is_reported = state.record != nullptr ? unused_records.contains(state.record->name)
-                                                     : unused_keys.contains(state.key);
+    const bool is_reported = state.record != nullptr
+                                 ? unused_records.contains(std::string(state.record->name))
+                                 : unused_keys.contains(state.key);
     if (is_used == is_reported) std::abort();  // used and reported, or neither
     if (is_used)
       (state.record != nullptr ? used_records : used_keys)
-          .insert(state.record != nullptr ? state.record->name : state.key);
+          .insert(state.record != nullptr ? std::string(state.record->name) : state.key);
   }
   const auto& state = internal::Access::state(checkpoint);
   if (state.pickle.root == nullptr) return;

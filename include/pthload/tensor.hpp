@@ -108,9 +108,11 @@ class PTHLOAD_API Storage {
 
  private:
   friend struct internal::Access;
-  explicit Storage(std::unique_ptr<internal::StorageState> state) noexcept;
+  explicit Storage(internal::StorageState& state) noexcept;
 
-  std::unique_ptr<internal::StorageState> state_;
+  // Owned by the object the library makes each Storage part of, in the same allocation as the
+  // shared_ptr's control block (100 000 storages: 100 000 allocations fewer).
+  internal::StorageState* state_;
 };
 
 /// The most bytes Tensor::contiguous_bytes() and content_checksum() read of a view that shows

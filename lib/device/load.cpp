@@ -96,7 +96,7 @@ void about(const internal::StorageState& storage, const Device& device, Body&& b
     body();
   } catch (Error& e) {
     if (e.context().record.empty() && storage.record != nullptr) {
-      e.context().record = storage.record->name;
+      e.context().record = std::string(storage.record->name);
     }
     throw;
   } catch (const std::bad_alloc&) {
@@ -104,7 +104,7 @@ void about(const internal::StorageState& storage, const Device& device, Body&& b
         Errc::kOutOfMemory,
         fmt::format("out of memory placing storage '{}' ({} bytes) on {}", storage.key,
                     storage.nbytes, device.to_string()),
-        {.record = storage.record != nullptr ? storage.record->name : std::string()});
+        {.record = storage.record != nullptr ? std::string(storage.record->name) : std::string()});
   }
 }
 

@@ -110,7 +110,7 @@ void gather_into(std::span<const std::byte> source, const Gather& gather, std::b
     if (file != nullptr) {
       file->copy_out(run, {destination, run_bytes}, record);
     } else {
-      std::memcpy(destination, run.data(), run_bytes);
+      std::copy(run.begin(), run.end(), destination);
     }
   }
 }
@@ -157,29 +157,29 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
           fmt::format("tensor '{}' runs past its storage's {} bytes", name, source.size()));
     }
 
-    auto slice = std::make_unique<internal::StorageState>();
-    slice->key = source_state.key;
-    slice->location = source_state.location;
-    slice->dtype = tensor.dtype();
-    slice->nbytes = gather.bytes();
-    slice->numel = gather.bytes() / element_size(tensor.dtype());
-    slice->swap_unit = swap_unit;
+    internal::StorageState slice;
+    slice.key = source_state.key;
+    slice.location = source_state.location;
+    slice.dtype = tensor.dtype();
+    slice.nbytes = gather.bytes();
+    slice.numel = gather.bytes() / element_size(tensor.dtype());
+    slice.swap_unit = swap_unit;
     switch (device.type) {
       case Device::Type::kCpu: {
-        common::AlignedBuffer buffer(static_cast<std::size_t>(slice->nbytes));
+        common::AlignedBuffer buffer(static_cast<std::size_t>(slice.nbytes));
         gather_into(source, gather, buffer.data(), file, record);
-        if (swap_unit > 1) device::cpu::byteswap(buffer.span().first(slice->nbytes), swap_unit);
-        slice->placement = std::move(buffer);
-        slice->cpu_bytes =
-            std::get<common::AlignedBuffer>(slice->placement).span().first(slice->nbytes);
-        slice->swap_unit = 1;
+        if (swap_unit > 1) device::cpu::byteswap(buffer.span().first(slice.nbytes), swap_unit);
+        slice.placement = std::move(buffer);
+        slice.cpu_bytes =
+            std::get<common::AlignedBuffer>(slice.placement).span().first(slice.nbytes);
+        slice.swap_unit = 1;
         break;
       }
       case Device::Type::kMeta:
-        slice->placement = internal::MetaPlacement{};
+        slice.placement = internal::MetaPlacement{};
         break;
       case Device::Type::kCuda: {
-        device::check_device_exists(*slice, device, true, backend ? backend->device_count() : 0);
+        device::check_device_exists(slice, device, true, backend ? backend->device_count() : 0);
         if (device.index < 0 && backend) device.index = backend->current_device();
         // Rows are one run of the file: the pipeline reads it in place. Columns are gathered
         // into host memory first, then placed as one contiguous copy.
@@ -189,25 +189,25 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
           bytes = source.subspan(static_cast<std::size_t>(gather.first),
                                  static_cast<std::size_t>(gather.run_bytes));
         } else {
-          gathered = common::AlignedBuffer(static_cast<std::size_t>(slice->nbytes));
+          gathered = common::AlignedBuffer(static_cast<std::size_t>(slice.nbytes));
           gather_into(source, gather, gathered.data(), file, record);
-          bytes = gathered.span().first(slice->nbytes);
+          bytes = gathered.span().first(slice.nbytes);
         }
-        const device::DeviceJob job{.storage = slice.get(),
+        const device::DeviceJob job{.storage = &slice,
                                     .device = device.index,
                                     .source = bytes,
                                     .file = {},
                                     .reader = gathered.size() == 0 ? file : nullptr,
                                     .swap_unit = swap_unit,
-                                    .alignment = device::view_alignment(*slice)};
-        device::Progress progress(cuda.progress, slice->nbytes);
+                                    .alignment = device::view_alignment(slice)};
+        device::Progress progress(cuda.progress, slice.nbytes);
         auto placed = device::place_on_devices(backend, std::span(&job, 1), cuda, progress);
-        slice->placement = std::move(placed.front());
-        slice->swap_unit = 1;
+        slice.placement = std::move(placed.front());
+        slice.swap_unit = 1;
         break;
       }
     }
-    slice->device = device;
+    slice.device = device;
 
     std::vector<std::int64_t> sizes(tensor.sizes().begin(), tensor.sizes().end());
     const int axis = dim < 0 ? dim + static_cast<int>(sizes.size()) : dim;

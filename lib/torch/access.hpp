@@ -32,7 +32,7 @@ struct Access {
     return Checkpoint(std::move(state));
   }
   /// A shared storage owning `state`, in one allocation with its control block.
-  [[nodiscard]] static std::shared_ptr<Storage> make_storage(std::unique_ptr<StorageState> state) {
+  [[nodiscard]] static std::shared_ptr<Storage> make_storage(StorageState state) {
     return std::make_shared<ConstructibleStorage>(std::move(state));
   }
 
@@ -55,9 +55,14 @@ struct Access {
  private:
   // std::make_shared cannot call Storage's private constructor; this member class, which
   // friendship lets construct its base, can.
-  struct ConstructibleStorage final : Storage {
-    explicit ConstructibleStorage(std::unique_ptr<StorageState> state) noexcept
-        : Storage(std::move(state)) {}
+  // The state comes first among the bases, so it is constructed before the Storage that refers
+  // to it and destroyed after.
+  struct OwnedStorageState {
+    StorageState state;
+  };
+  struct ConstructibleStorage final : OwnedStorageState, Storage {
+    explicit ConstructibleStorage(StorageState&& moved) noexcept
+        : OwnedStorageState{std::move(moved)}, Storage(OwnedStorageState::state) {}
   };
 };
 

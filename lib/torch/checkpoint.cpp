@@ -107,7 +107,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
       throw FormatError(
           Errc::kTorchBadByteOrder,
           fmt::format("byteorder record says '{}', not 'little' or 'big'", order.substr(0, 16)),
-          {.record = byteorder->name});
+          {.record = std::string(byteorder->name)});
     }
   }
 

@@ -233,14 +233,14 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
     swap_unit = unit;
     copy_chunk(item, chunk, entry.size, whole);
   }
-  auto storage_state = std::make_unique<internal::StorageState>();
-  storage_state->key = entry.fqn;
-  storage_state->location = "cpu";  // FileSystemWriter saves CPU tensors only
-  storage_state->dtype = dtype;
-  storage_state->numel = numel;
-  storage_state->nbytes = *nbytes;
-  storage_state->swap_unit = std::max<std::size_t>(swap_unit, 1);
-  storage_state->file_range =
+  internal::StorageState storage_state;
+  storage_state.key = entry.fqn;
+  storage_state.location = "cpu";  // FileSystemWriter saves CPU tensors only
+  storage_state.dtype = dtype;
+  storage_state.numel = numel;
+  storage_state.nbytes = *nbytes;
+  storage_state.swap_unit = std::max<std::size_t>(swap_unit, 1);
+  storage_state.file_range =
       internal::FileRange{.offset = 0,
                           .size = *nbytes,
                           .file = std::make_shared<const common::MappedFile>(

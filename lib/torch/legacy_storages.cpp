@@ -101,12 +101,12 @@ const Value* LegacyStorages::on_persistent_id(const Value& id) {
       throw FormatError(Errc::kTorchStorageTooSmall,
                         fmt::format("storage '{}': {} elements overflow", root_key, numel));
     }
-    auto state = std::make_unique<internal::StorageState>();
-    state->key = root_key;
-    state->location = text_of(*fields[3], "location");
-    state->dtype = *dtype;
-    state->numel = numel;
-    state->nbytes = *nbytes;
+    internal::StorageState state;
+    state.key = root_key;
+    state.location = text_of(*fields[3], "location");
+    state.dtype = *dtype;
+    state.numel = numel;
+    state.nbytes = *nbytes;
     auto storage = internal::Access::make_storage(std::move(state));
     checkpoint_.storages.push_back(storage);
     root = roots_.emplace(std::move(root_key), std::move(storage)).first;

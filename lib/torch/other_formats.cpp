@@ -53,15 +53,15 @@ void open_safetensors(internal::CheckpointState& state) {
   state.storages.reserve(header.tensors().size());
   state.tensors.reserve(header.tensors().size());
   for (const auto& entry : header.tensors()) {
-    auto storage_state = std::make_unique<internal::StorageState>();
-    storage_state->key = entry.name;
+    internal::StorageState storage_state;
+    storage_state.key = entry.name;
     // safetensors has no devices: safetensors.torch.save_file moves tensors to the CPU, and
     // safe_open(device=...) chooses at load time, as map_location does here.
-    storage_state->location = "cpu";
-    storage_state->dtype = entry.dtype;
-    storage_state->numel = entry.nbytes / element_size(entry.dtype);
-    storage_state->nbytes = entry.nbytes;
-    storage_state->file_range = internal::FileRange{.offset = entry.offset, .size = entry.nbytes};
+    storage_state.location = "cpu";
+    storage_state.dtype = entry.dtype;
+    storage_state.numel = entry.nbytes / element_size(entry.dtype);
+    storage_state.nbytes = entry.nbytes;
+    storage_state.file_range = internal::FileRange{.offset = entry.offset, .size = entry.nbytes};
     auto storage = internal::Access::make_storage(std::move(storage_state));
 
     // Row-major ('C' order, as safetensors stores every tensor).

@@ -66,16 +66,16 @@ internal::FileRange pickled_bytes(RebuildContext& context, const NumpyArray& arr
 std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
                                          internal::FileRange range, bool big_endian,
                                          std::string location, bool follows_map_location) {
-  auto state = std::make_unique<internal::StorageState>();
-  state->key = fmt::format("<numpy {}>", context.pickled.storage_count++);
-  state->location = std::move(location);
-  state->dtype = dtype;
-  state->nbytes = range.size;
-  state->numel = range.size / element_size(dtype);
-  state->file_range = std::move(range);
-  state->in_pickle = true;
-  state->follows_map_location = follows_map_location;
-  if (big_endian) state->swap_unit = internal::swap_unit_for(dtype);
+  internal::StorageState state;
+  state.key = fmt::format("<numpy {}>", context.pickled.storage_count++);
+  state.location = std::move(location);
+  state.dtype = dtype;
+  state.nbytes = range.size;
+  state.numel = range.size / element_size(dtype);
+  state.file_range = std::move(range);
+  state.in_pickle = true;
+  state.follows_map_location = follows_map_location;
+  if (big_endian) state.swap_unit = internal::swap_unit_for(dtype);
   auto storage = internal::Access::make_storage(std::move(state));
   context.checkpoint.storages.push_back(storage);
   return storage;

@@ -18,7 +18,7 @@ namespace pthload {
 namespace {
 
 RecordInfo info_of(const zip::Entry& entry) {
-  return {.name = entry.name,
+  return {.name = std::string(entry.name),
           .payload_offset = entry.data_offset,
           .size = entry.uncompressed_size,
           .compressed_size = entry.compressed_size,

@@ -433,7 +433,8 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
     const bool is_code = name.find("/code/") != std::string_view::npos || name.ends_with(".py") ||
                          name.ends_with(".pyc");
     if (is_code && !torchscript) {
-      scanner.finding(Verdict::kUnknown, entry.name, "a code record outside a TorchScript archive");
+      scanner.finding(Verdict::kUnknown, std::string(entry.name),
+                      "a code record outside a TorchScript archive");
     }
     // torch.jit.save writes constants.pkl beside data.pkl, and traced_inputs.pkl for a traced
     // module (torch/csrc/jit/serialization/export_module.cpp).
@@ -444,13 +445,13 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
     const bool is_pickle = name.ends_with(".pkl") || name.ends_with(".pickle");
     if (!is_pickle) continue;
     if (!expected_pickle) {
-      scanner.finding(Verdict::kUnknown, entry.name,
+      scanner.finding(Verdict::kUnknown, std::string(entry.name),
                       "a pickle record torch.save does not write (torch writes one data.pkl)");
     }
     try {
       const auto record = archive->read(entry);
       const auto bytes = record.bytes();
-      const auto end = scanner.scan_pickle(bytes, entry.name, 0);
+      const auto end = scanner.scan_pickle(bytes, std::string(entry.name), 0);
       if (end && *end < bytes.size()) {
         scanner.finding(Verdict::kUnknown, at(entry.name, *end),
                         fmt::format("{} bytes after the pickle's STOP", bytes.size() - *end));
@@ -459,7 +460,7 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
         (void)scanner.scan_pickle(bytes.subspan(*end), at(entry.name, *end), 0);
       }
     } catch (const Error& e) {
-      scanner.finding(Verdict::kUnknown, entry.name,
+      scanner.finding(Verdict::kUnknown, std::string(entry.name),
                       fmt::format("the record cannot be read: {}", e.what()));
     }
   }
@@ -529,7 +530,7 @@ std::vector<RecordProblem> verify_records(const std::filesystem::path& path,
         archive.verify_crc(entry);
       } catch (Error& e) {
         if (e.context().path.empty()) e.context().path = path.string();
-        problems.push_back({entry.name, e.what()});
+        problems.push_back({std::string(entry.name), e.what()});
       }
       if (progress) progress(entry.compressed_size);
     }

@@ -94,7 +94,7 @@ void point_at_file(internal::StorageState& storage,
                                          "records of a shard only as torch.save writes them, "
                                          "stored",
                                          record.name),
-                             {.record = record.name});
+                             {.record = std::string(record.name)});
     }
     storage.file_range = internal::FileRange{
         .offset = base + record.data_offset, .size = storage.nbytes, .file = file};

@@ -114,14 +114,14 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
-  auto state = std::make_unique<internal::StorageState>();
-  state->key = std::move(key);
-  state->location = text_of(*fields[3]);
-  state->dtype = *dtype;
-  state->numel = numel;
-  state->nbytes = *nbytes;
-  state->record = record;
-  if (checkpoint_.big_endian) state->swap_unit = internal::swap_unit_for(*dtype);
+  internal::StorageState state;
+  state.key = std::move(key);
+  state.location = text_of(*fields[3]);
+  state.dtype = *dtype;
+  state.numel = numel;
+  state.nbytes = *nbytes;
+  state.record = record;
+  if (checkpoint_.big_endian) state.swap_unit = internal::swap_unit_for(*dtype);
   cached = internal::Access::make_storage(std::move(state));
   checkpoint_.storages.push_back(cached);
   return {.storage = cached};

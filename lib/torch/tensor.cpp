@@ -13,8 +13,7 @@
 
 namespace pthload {
 
-Storage::Storage(std::unique_ptr<internal::StorageState> state) noexcept
-    : state_(std::move(state)) {}
+Storage::Storage(internal::StorageState& state) noexcept : state_(&state) {}
 Storage::~Storage() = default;
 
 std::string_view Storage::key() const noexcept {

@@ -2,6 +2,7 @@
 #include "torch/unused_storages.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,7 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
     if (used[i]) continue;
     checkpoint.unused_storages.push_back(
         {.key = state.key,
-         .record = state.record != nullptr ? state.record->name : std::string(),
+         .record = state.record != nullptr ? std::string(state.record->name) : std::string(),
          .nbytes = state.nbytes});
   }
   if (!checkpoint.archive) return;
@@ -69,7 +70,7 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
   const std::string prefix = checkpoint.top_folder + "/";
   const std::string data = prefix + "data/";
   const std::string constants = prefix + "constants/";
-  const auto entries = checkpoint.archive->entries();
+  const std::span<const zip::Entry> entries = checkpoint.archive->entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (accounted[i]) continue;
     const std::string_view name = entries[i].name;
@@ -83,7 +84,7 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
     }
     if (name.size() == key_start) continue;
     checkpoint.unused_storages.push_back({.key = std::string(name.substr(key_start)),
-                                          .record = entries[i].name,
+                                          .record = std::string(entries[i].name),
                                           .nbytes = entries[i].uncompressed_size});
   }
 }

@@ -59,7 +59,7 @@ void sort_by_hash(std::vector<Key>& keys) {
   throw FormatError(
       Errc::kZipCrcMismatch,
       fmt::format("CRC-32 is {:#010x}, the central directory says {:#010x}", actual, entry.crc32),
-      {.record = entry.name, .offset = entry.data_offset});
+      {.record = std::string(entry.name), .offset = entry.data_offset});
 }
 
 }  // namespace
@@ -108,8 +108,9 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
     const Entry& later = entries[by_name[i].index];
     if (by_name[i].hash == by_name[i - 1].hash &&
         later.name == entries[by_name[i - 1].index].name) {
-      throw FormatError(Errc::kZipDuplicateName, "name appears twice in the central directory",
-                        {.record = later.name, .offset = later.central_directory_offset});
+      throw FormatError(
+          Errc::kZipDuplicateName, "name appears twice in the central directory",
+          {.record = std::string(later.name), .offset = later.central_directory_offset});
     }
   }
 
@@ -160,7 +161,7 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
   // Made only when an error is thrown: copying the name for every read was one allocation per
   // storage on the success path.
   const auto where = [&] {
-    return ErrorContext{.record = entry.name, .offset = entry.data_offset};
+    return ErrorContext{.record = std::string(entry.name), .offset = entry.data_offset};
   };
   // parse() checked this for its own entries; a caller-made Entry must not read outside either.
   if (!common::fits(entry.data_offset, entry.compressed_size, file_.size())) {
@@ -173,10 +174,11 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
   RecordBytes bytes(payload);
   if (entry.method == kMethodStored) {
     if (entry.compressed_size != entry.uncompressed_size) {
-      throw FormatError(Errc::kZipCentralDirectoryEntryInvalid,
-                        fmt::format("stored record has compressed size {} but size {}",
-                                    entry.compressed_size, entry.uncompressed_size),
-                        {.record = entry.name, .offset = entry.central_directory_offset});
+      throw FormatError(
+          Errc::kZipCentralDirectoryEntryInvalid,
+          fmt::format("stored record has compressed size {} but size {}", entry.compressed_size,
+                      entry.uncompressed_size),
+          {.record = std::string(entry.name), .offset = entry.central_directory_offset});
     }
   } else if (entry.method == kMethodDeflated) {
     bytes = RecordBytes(common::with_context({.record = entry.name}, [&] {
@@ -195,7 +197,7 @@ RecordBytes Archive::read(const Entry& entry, bool verify_crc) const {
         Errc::kZipUnsupportedMethod,
         name.empty() ? fmt::format("unsupported compression method {}", entry.method)
                      : fmt::format("unsupported compression method {} ({})", entry.method, name),
-        {.record = entry.name,
+        {.record = std::string(entry.name),
          .offset = entry.central_directory_offset + kCentralHeaderMethodOffset});
   }
   if (verify_crc) {

@@ -72,7 +72,7 @@ Entry read_entry(ByteReader& reader, std::size_t index) {
   reader.skip(6, "attributes");
   raw.local_header_offset = reader.le<std::uint32_t>("local header offset");
   const auto name = reader.bytes(name_size, "name");
-  entry.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
+  entry.name = {reinterpret_cast<const char*>(name.data()), name.size()};
   common::with_context({.record = entry.name}, [&] {
     const std::uint64_t extra_offset = reader.file_offset();
     const auto extra = reader.bytes(extra_size, "extra field");

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <string_view>
 
 namespace pthload::zip {
 
@@ -19,7 +19,10 @@ inline constexpr std::uint16_t kFlagStrongEncryption = 1u << 6;
 /// through its zip64 extra field); only `data_offset` depends on the local header, because
 /// torch pads payloads to 64 bytes with a local-only extra field.
 struct Entry {
-  std::string name;  ///< raw bytes as stored (torch writes UTF-8, flag bit 11); never contains NUL
+  /// Raw bytes as stored (torch writes UTF-8, flag bit 11); never contains NUL. A view of the
+  /// central directory in the bytes the archive was parsed from, which outlive every Entry (the
+  /// archive borrows them too): 100 000 records then cost no allocation each.
+  std::string_view name;
   std::uint16_t method = 0;  ///< 0 stored, 8 deflated; others are refused by Archive::read
   std::uint16_t flags = 0;   ///< general purpose bit flags from the central directory
   std::uint32_t crc32 = 0;   ///< from the central directory; checked only on request

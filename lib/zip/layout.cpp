@@ -68,7 +68,8 @@ void check_layout(std::span<const Entry> entries, const EndRecords& end) {
       throw FormatError(
           Errc::kZipRecordsOverlap,
           fmt::format("{} overlaps {}", describe(extent), describe(*reaching_furthest)),
-          {.record = named != nullptr ? named->name : std::string(), .offset = extent.start});
+          {.record = named != nullptr ? std::string(named->name) : std::string(),
+           .offset = extent.start});
     }
     if (reaching_furthest == nullptr || extent.end > reaching_furthest->end) {
       reaching_furthest = &extent;

@@ -23,7 +23,7 @@ using common::fits;
   throw FormatError(Errc::kZipLocalHeaderMismatch,
                     fmt::format("local header {} {:#x} differs from the central directory's {:#x}",
                                 what, local, central),
-                    {.record = entry.name, .offset = offset});
+                    {.record = std::string(entry.name), .offset = offset});
 }
 
 void compare_sizes(const Entry& entry, std::uint64_t local_compressed,
@@ -58,7 +58,7 @@ void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
     throw FormatError(Errc::kZipRecordOutOfBounds,
                       fmt::format("local header at {:#x} runs past end of file ({:#x} bytes)",
                                   offset, file.size()),
-                      {.record = entry.name, .offset = offset});
+                      {.record = std::string(entry.name), .offset = offset});
   }
   common::with_context({.record = entry.name}, [&] {
     ByteReader reader(file.subspan(offset), Errc::kZipRecordOutOfBounds, offset);
@@ -103,7 +103,7 @@ void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
     throw FormatError(Errc::kZipRecordOutOfBounds,
                       fmt::format("payload [{:#x}, +{:#x}) runs past end of file ({:#x} bytes)",
                                   entry.data_offset, entry.compressed_size, file.size()),
-                      {.record = entry.name, .offset = entry.data_offset});
+                      {.record = std::string(entry.name), .offset = entry.data_offset});
   }
 }
 
