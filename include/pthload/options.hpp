@@ -123,6 +123,11 @@ struct LoadOptions {
   // How bytes are read.
   /// Map the file (views possible) or read it with pread (owned copies only); see IoStrategy.
   IoStrategy io = IoStrategy::kMap;
+  /// Threads that read the owned copies of CPU storages from the file (copy_cpu_storages,
+  /// io=read) when those total at least 32 MiB, each taking 8 MiB at a time; 0: min(8,
+  /// hardware threads); 1: the loading thread alone. (Storages bound for a GPU are read by
+  /// CudaOptions::reader_threads.)
+  unsigned copy_threads = 0;
 };
 
 }  // namespace pthload

@@ -8,6 +8,7 @@
 
 #include "device/backend.hpp"
 #include "device/convert.hpp"
+#include "device/cpu/file_copies.hpp"
 #include "device/cpu/placement.hpp"
 #include "device/device_check.hpp"
 #include "device/pipeline.hpp"
@@ -170,6 +171,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::vector<DeviceJob> jobs;
     std::vector<internal::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
+    std::vector<cpu::FileCopy> cpu_copies;
+    std::uint64_t cpu_copy_bytes = 0;
     for (const auto& planned : plan) {
       // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
       internal::StorageState* const storage_state = planned.first;
@@ -177,8 +180,12 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       about(*storage_state, device, [&] {
         switch (device.type) {
           case Device::Type::kCpu:
-            place_on_cpu(state, *storage_state, options.copy_cpu_storages);
-            progress.add(storage_state->nbytes);
+            // Plain copies from the file are read below, by several threads.
+            if (!place_on_cpu(state, *storage_state, options.copy_cpu_storages, &cpu_copies)) {
+              progress.add(storage_state->nbytes);
+            } else {
+              cpu_copy_bytes += storage_state->nbytes;
+            }
             state.placed_bytes += storage_state->nbytes;
             return;
           case Device::Type::kMeta:
@@ -210,6 +217,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
         }
       });
     }
+    cpu::read_copies(cpu_copies, cpu::copy_threads_for(cpu_copy_bytes, options.copy_threads),
+                     progress);
     if (!jobs.empty()) {
       auto placed = place_on_devices(backend, jobs, options.cuda, progress, report);
       for (std::size_t i = 0; i < jobs.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -224,6 +225,72 @@ TEST_CASE("faults: io=read reads a large storage with pread, as owned memory") {
   CHECK(equal);
   // A view load of the same file maps it.
   CHECK(load(file.path()).storages()[0]->is_file_view());
+}
+
+// Fails the reads of at least 1 MiB that touch [16 MiB, 24 MiB) of the file: the copy of a
+// 40 MiB storage, read whole or by 8 MiB chunks, and none of the structure open() reads.
+ssize_t eio_from_16_mib(int fd, void* buffer, std::size_t bytes, off_t offset) {
+  const off_t end = offset + static_cast<off_t>(bytes);
+  if (bytes >= (std::size_t{1} << 20) && offset < (off_t{24} << 20) && end > (off_t{16} << 20)) {
+    errno = EIO;
+    return -1;
+  }
+  return ::pread(fd, buffer, bytes, offset);
+}
+
+TEST_CASE("faults: copies read by several threads: every byte, progress, and a failed read") {
+  const TempPath file("parallel.pt");
+  constexpr std::size_t kElements = std::size_t{10} << 20;  // 40 MiB: five 8 MiB chunks
+  write_float_checkpoint(file.path(), kElements);
+  for (const unsigned threads : {1u, 4u}) {
+    for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      CAPTURE(threads);
+      CAPTURE(static_cast<int>(io));
+      std::atomic<bool> inside{false};
+      std::atomic<bool> overlapped{false};
+      std::uint64_t last_placed = 0;
+      std::uint64_t last_total = 0;
+      int progress_calls = 0;
+      LoadOptions options{.copy_cpu_storages = true};
+      options.io = io;
+      options.copy_threads = threads;
+      options.cuda.progress = [&](std::uint64_t placed, std::uint64_t total) {
+        if (inside.exchange(true)) overlapped = true;
+        last_placed = placed;
+        last_total = total;
+        ++progress_calls;
+        inside = false;
+      };
+      const Checkpoint checkpoint = load(file.path(), options);
+      const auto& storage = *checkpoint.storages()[0];
+      CHECK_FALSE(storage.is_file_view());
+      const auto bytes = storage.bytes();
+      REQUIRE(bytes.size() == kElements * 4);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < kElements; ++i) {
+        float value = 0;
+        std::memcpy(&value, bytes.data() + i * 4, 4);
+        wrong += value != float_checkpoint_value(i) ? 1 : 0;
+      }
+      CHECK(wrong == 0);
+      CHECK_FALSE(overlapped.load());
+      CHECK(last_total == kElements * 4);
+      CHECK(last_placed == last_total);
+      // One report per 8 MiB chunk when the copy is split among threads; one for the storage
+      // when it is read whole.
+      CHECK(progress_calls == (threads > 1 ? 5 : 1));
+
+      const ReadHook hook(eio_from_16_mib);
+      try {
+        (void)load(file.path(), options);
+        FAIL("no error");
+      } catch (const IoError& e) {
+        CHECK(e.code() == Errc::kIoReadFailed);
+        CHECK(e.context().path == file.path().string());
+        CHECK_MESSAGE(e.context().record.ends_with("/data/0"), std::string(e.what()));
+      }
+    }
+  }
 }
 
 TEST_SUITE("fixtures") {

@@ -58,6 +58,22 @@ TEST_CASE("threads: eight threads load one file at once (views, copies, io=read)
   CHECK(equal == kThreads);
 }
 
+TEST_CASE("threads: a copy load reads its storages with several threads") {
+  // 40 MiB: above the size where copies are split among threads (cpu/file_copies.hpp).
+  const TempPath file("threads-copy.pt");
+  write_float_checkpoint(file.path(), std::size_t{10} << 20);
+  const std::uint64_t expected = digest(load(file.path()));
+  for (const IoStrategy io : {IoStrategy::kMap, IoStrategy::kRead}) {
+    LoadOptions options{.copy_cpu_storages = true};
+    options.io = io;
+    options.copy_threads = 4;
+    std::uint64_t placed_seen = 0;
+    options.cuda.progress = [&](std::uint64_t placed, std::uint64_t) { placed_seen = placed; };
+    CHECK(digest(load(file.path(), options)) == expected);
+    CHECK(placed_seen == (std::uint64_t{10} << 20) * 4);
+  }
+}
+
 TEST_CASE("threads: eight threads read one loaded Checkpoint") {
   const std::filesystem::path path = std::filesystem::path(PTHLOAD_FIXTURES_DIR) / "sample.pt";
   for (const bool copy : {false, true}) {

@@ -67,6 +67,10 @@ def check_map_location(pthinspect, path, tags):
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip()
             failures.append(f"`load --map-location {option}` exited {proc.returncode}: {err!r}")
+    proc = run(pthinspect, "load", "--copy", "--copy-threads", "3", "--map-location", mapping, path)
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        failures.append(f"`load --copy --copy-threads 3` exited {proc.returncode}: {err!r}")
     return failures
 
 

@@ -28,6 +28,7 @@ struct LoadArgs {
   std::string path;
   std::string map_location;
   bool copy = false;
+  unsigned copy_threads = 0;  // 0: the library's default
   ChooseArgs choose;
   std::string io = "map";
   std::vector<std::string> slices;  // NAME:DIM:BEGIN:END
@@ -162,6 +163,7 @@ int run_load(const LoadArgs& args) {
   pthload::LoadOptions options{.copy_cpu_storages = args.copy};
   apply_choose_options(args.choose, options);
   options.io = io_strategy(args.io);
+  options.copy_threads = args.copy_threads;
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();
   if (!args.slices.empty()) return run_slices(args, options);
@@ -207,6 +209,10 @@ Command add_load_command(CLI::App& app) {
                   "cpu | cuda:N | meta | auto (the first GPU, else the CPU), or tag renames "
                   "TAG=DEVICE[,TAG=DEVICE...]");
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
+  cmd->add_option("--copy-threads", args->copy_threads,
+                  "threads reading those copies when they total 32 MiB or more (default: up to "
+                  "8, one per hardware thread; 1: the loading thread alone)")
+      ->check(CLI::Range(1u, 256u));
   add_choose_options(*cmd, args->choose);
   add_io_option(*cmd, args->io);
   cmd->add_option("--slice", args->slices,

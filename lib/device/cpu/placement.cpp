@@ -18,14 +18,16 @@ const std::shared_ptr<const common::MappedFile>& source_file(
   return checkpoint.file;
 }
 
+std::string_view record_name(const internal::StorageState& storage) noexcept {
+  return storage.record != nullptr ? storage.record->name : std::string_view();
+}
+
 // An owned copy of `view`, bytes of `file`, read with pread where `file` is a file: a file that
 // shrank under the load gives IoError here instead of SIGBUS in a memcpy from the mapping.
 common::AlignedBuffer owned_copy(const common::MappedFile& file, std::span<const std::byte> view,
                                  const internal::StorageState& storage) {
   common::AlignedBuffer buffer(view.size());
-  file.copy_out(
-      view, buffer.span().first(view.size()),
-      storage.record != nullptr ? std::string_view(storage.record->name) : std::string_view());
+  file.copy_out(view, buffer.span().first(view.size()), record_name(storage));
   return buffer;
 }
 
@@ -59,8 +61,8 @@ std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   return std::min(element_size(storage.dtype), kMaxAlignment);
 }
 
-void place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy) {
+bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
+                  bool copy, std::vector<cpu::FileCopy>* deferred) {
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
@@ -74,7 +76,19 @@ void place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
       storage.placement = internal::FileView{source_file(checkpoint, storage)};
       storage.cpu_bytes = *viewable;
       storage.device = Device::cpu();
-      return;
+      return false;
+    }
+    if (deferred != nullptr && !swap) {
+      common::AlignedBuffer buffer(view->size());
+      deferred->push_back({.file = &file,
+                           .source = *view,
+                           .destination = buffer.span().first(view->size()),
+                           .record = record_name(storage)});
+      storage.placement = std::move(buffer);
+      storage.cpu_bytes =
+          std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
+      storage.device = Device::cpu();
+      return true;
     }
     bytes = owned_copy(file, *view, storage);
   }
@@ -84,6 +98,7 @@ void place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
   storage.cpu_bytes =
       std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
   storage.device = Device::cpu();
+  return false;
 }
 
 std::span<const std::byte> stored_bytes(const internal::CheckpointState& checkpoint,

@@ -1,6 +1,9 @@
 // Placing storages on the CPU: zero-copy views of the mapped file, or owned aligned copies.
 #pragma once
 
+#include <vector>
+
+#include "device/cpu/file_copies.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::device {
@@ -8,8 +11,11 @@ namespace pthload::device {
 /// The bytes of `storage`'s record as CPU memory: a view of the mapped file when `copy` is off
 /// and the record is stored, suitably aligned and needs no byte swap; otherwise an owned
 /// 64-byte aligned buffer (inflated, copied and/or byte-swapped). Sets placement and cpu_bytes.
-void place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy);
+/// With `deferred`, a plain copy from the file (no inflation, no byte swap) is not read here:
+/// the buffer is allocated and placed, and the read appended to `deferred` for
+/// cpu::read_copies; returns whether it was (the storage's bytes are not there until then).
+bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
+                  bool copy, std::vector<cpu::FileCopy>* deferred = nullptr);
 
 /// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
 /// to another device: a view of the file, or a buffer kept in `scratch` (an inflated record).
