@@ -165,6 +165,15 @@ void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
   reader_->read_at(offset, {target, static_cast<std::size_t>(size)});
 }
 
+void MappedFile::will_fill(std::uint64_t offset, std::uint64_t size) const noexcept {
+  if (reader_ == nullptr || !std::holds_alternative<Image>(owner_) || offset >= bytes_.size()) {
+    return;
+  }
+  size = std::min<std::uint64_t>(size, bytes_.size() - offset);
+  (void)::posix_fadvise(reader_->descriptor(), static_cast<off_t>(offset), static_cast<off_t>(size),
+                        POSIX_FADV_WILLNEED);
+}
+
 void MappedFile::fill_all() {
   fill(0, bytes_.size());
   complete_ = true;

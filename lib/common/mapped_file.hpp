@@ -74,6 +74,10 @@ class MappedFile {
   /// at open). Only while the image is being built, before anyone else reads it: it writes the
   /// image's bytes. Throws what FileReader::read_at throws.
   void fill(std::uint64_t offset, std::uint64_t size) const;
+  /// Tells the kernel that [offset, offset + size) of an image()'s file will be fill()ed soon
+  /// (POSIX_FADV_WILLNEED), so that the reads of many scattered ranges of a file that is not
+  /// in the page cache are queued at once instead of waiting for each other. Advice only.
+  void will_fill(std::uint64_t offset, std::uint64_t size) const noexcept;
   /// Reads the whole file into an image(); it has no holes afterwards.
   void fill_all();
 
