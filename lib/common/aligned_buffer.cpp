@@ -3,23 +3,16 @@
 // instead of 262 144, which is most of the time a copy into fresh memory takes.
 #include "common/aligned_buffer.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <new>
 
 #include "common/fault_hooks.hpp"
+#include "common/huge_pages.hpp"
 
 namespace pthload::common {
-namespace {
-
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-constexpr std::size_t kHugePageThreshold = std::size_t{2} << 20;
-
-}  // namespace
 
 AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
-  const std::size_t alignment = size >= kHugePageThreshold ? kHugePage : kAlignment;
+  const std::size_t alignment = size >= kHugePageBytes ? kHugePageBytes : kAlignment;
   // posix_memalign, unlike aligned_alloc, needs no size rounding: a huge-page aligned buffer does
   // not waste up to 2 MiB at its end. A zero-size buffer still gets memory, so data() is never
   // null for a live buffer.
@@ -29,11 +22,7 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
     throw std::bad_alloc();
   }
   storage_.reset(static_cast<std::byte*>(memory));
-#ifdef MADV_HUGEPAGE
-  // Advice only: where transparent huge pages are off, this fails harmlessly. The range is cut to
-  // whole pages, which madvise requires.
-  if (alignment == kHugePage) ::madvise(memory, size / 4096 * 4096, MADV_HUGEPAGE);
-#endif
+  if (alignment == kHugePageBytes) advise_huge_pages(storage_.get(), size);
 }
 
 }  // namespace pthload::common

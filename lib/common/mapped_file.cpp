@@ -15,27 +15,11 @@
 #include <fmt/format.h>
 
 #include "common/assert.hpp"
+#include "common/huge_pages.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::common {
 namespace {
-
-// An image is filled by pread; where one fill covers whole 2 MiB pages (the merged structure
-// of a 100 000-tensor state dict, a record read whole), huge pages save a page fault per 4 KiB.
-// Only there: advising the whole image would give each 30-byte local header of a large file
-// its own 2 MiB page (a 1 GB checkpoint's index then cost 115 MB of resident memory).
-void advise_huge_pages(std::byte* begin, std::size_t size) noexcept {
-#ifdef MADV_HUGEPAGE
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
-  const auto first = (reinterpret_cast<std::uintptr_t>(begin) + kHugePage - 1) & ~(kHugePage - 1);
-  const auto last = (reinterpret_cast<std::uintptr_t>(begin) + size) & ~(kHugePage - 1);
-  // Advice only: where transparent huge pages are off, this fails harmlessly.
-  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)begin;
-  (void)size;
-#endif
-}
 
 class FileDescriptor {
  public:
@@ -161,6 +145,10 @@ void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
   size = std::min<std::uint64_t>(size, bytes_.size() - offset);
   // The image is this object's own writable memory; bytes_ is const only for its readers.
   auto* target = static_cast<std::byte*>(image->address) + offset;
+  // Where one fill covers whole 2 MiB pages (the merged structure of a 100 000-tensor state
+  // dict, a record read whole), huge pages save a page fault per 4 KiB. Only there: advising
+  // the whole image gave each 30-byte local header of a 1 GB checkpoint its own 2 MiB page
+  // (115 MB of resident memory for its index).
   advise_huge_pages(target, static_cast<std::size_t>(size));
   reader_->read_at(offset, {target, static_cast<std::size_t>(size)});
 }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 
+#include "common/huge_pages.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
@@ -19,7 +20,11 @@ namespace {
 // pickle costs one allocation per MiB; a request larger than half that gets a block of its own.
 // (Larger blocks were slower: glibc serves them with fresh mmaps, page-faulted on every run.)
 constexpr std::size_t kFirstBlockSize = 4096;
-constexpr std::size_t kMaxBlockSize = std::size_t{1} << 20;
+// Blocks grow to 4 MiB, each holding at least one whole huge page that is advised as one: the
+// 40 MB tree of a 100 000-tensor state dict then costs a few thousand page faults fewer.
+// (2 MiB-aligned blocks would hold only huge pages, but aligning costs as much address space
+// again, which a process under RLIMIT_AS pays for.)
+constexpr std::size_t kMaxBlockSize = std::size_t{4} << 20;
 
 }  // namespace
 
@@ -199,6 +204,7 @@ void* ValueArena::allocate_slow(std::size_t size, std::size_t alignment) {
   blocks_.push_back(std::make_unique_for_overwrite<std::byte[]>(block_size));
   bytes_reserved_ += block_size;
   std::byte* block = blocks_.back().get();
+  if (block_size >= kMaxBlockSize) common::advise_huge_pages(block, block_size);
   if (needed > kMaxBlockSize / 2 && cursor_ != nullptr) {
     // A large request gets its own block, leaving the current block's free space in use.
     const auto address = reinterpret_cast<std::uintptr_t>(block);
