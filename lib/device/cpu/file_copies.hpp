@@ -23,6 +23,12 @@ struct FileCopy {
   std::span<std::byte> destination;
   /// The record, for the IoError of a read that fails.
   std::string_view record;
+  /// The bytes of the record's own local header just before `source` (zip records), or
+  /// kNoHeader: a copy is read together with the one before it only when nothing but its own
+  /// header (and that one's data descriptor) lies between them, so no byte of a storage left
+  /// out of the load is ever read.
+  std::size_t header_bytes = kNoHeader;
+  static constexpr std::size_t kNoHeader = SIZE_MAX;
 };
 
 /// Copies below this total are read by the calling thread alone: starting threads costs more
@@ -36,9 +42,11 @@ inline constexpr std::size_t kCopyChunkBytes = std::size_t{8} << 20;
 /// hardware threads)): 1 below kParallelCopyBytes, never more than there are chunks.
 [[nodiscard]] unsigned copy_threads_for(std::uint64_t total_bytes, unsigned requested) noexcept;
 
-/// Reads every copy through its file's copy_out (pread for files), in chunks of
-/// kCopyChunkBytes taken in file order by `threads` threads (the calling one among them),
-/// adding each chunk's bytes to `progress`. The first error stops the others from taking more
+/// Reads every copy through its file's copy_out (pread for files), `copies` being in file
+/// order: a large copy in chunks of kCopyChunkBytes, small copies (under 1 MiB) of adjacent
+/// records together, one read per kCopyChunkBytes of file. The units are taken in
+/// order by `threads` threads (the calling one among them); each adds the bytes it filled to
+/// `progress`. The first error stops the others from taking more
 /// chunks and is rethrown here once every thread has stopped; what the other threads read
 /// by then is left as it is (the caller discards the storages).
 void read_copies(std::span<const FileCopy> copies, unsigned threads, Progress& progress);

@@ -22,6 +22,14 @@ std::string_view record_name(const internal::StorageState& storage) noexcept {
   return storage.record != nullptr ? storage.record->name : std::string_view();
 }
 
+// The bytes of a zip record's local header before its data: what lies between two adjacent
+// records' data besides a data descriptor.
+std::size_t header_bytes(const internal::StorageState& storage) noexcept {
+  if (storage.record == nullptr) return cpu::FileCopy::kNoHeader;
+  return static_cast<std::size_t>(storage.record->data_offset -
+                                  storage.record->local_header_offset);
+}
+
 // An owned copy of `view`, bytes of `file`, read with pread where `file` is a file: a file that
 // shrank under the load gives IoError here instead of SIGBUS in a memcpy from the mapping.
 common::AlignedBuffer owned_copy(const common::MappedFile& file, std::span<const std::byte> view,
@@ -83,7 +91,8 @@ bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
       deferred->push_back({.file = &file,
                            .source = *view,
                            .destination = buffer.span().first(view->size()),
-                           .record = record_name(storage)});
+                           .record = record_name(storage),
+                           .header_bytes = header_bytes(storage)});
       storage.placement = std::move(buffer);
       storage.cpu_bytes =
           std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
