@@ -53,7 +53,7 @@ struct CudaOptions {
   /// (only for loads onto one device).
   void* event = nullptr;
   /// Called with the bytes placed so far and the bytes to place in all (every storage, CPU
-  /// ones too), one call at a time, from the loading thread or pthload's reader threads.
+  /// ones too), one call at a time, from the loading thread or pthload's reader and copy threads.
   std::function<void(std::uint64_t placed, std::uint64_t total)> progress;
 };
 

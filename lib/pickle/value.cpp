@@ -16,14 +16,13 @@ namespace pthload::pickle {
 static_assert(sizeof(Value) == 32);
 namespace {
 
-// Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 1 MiB, so a large
-// pickle costs one allocation per MiB; a request larger than half that gets a block of its own.
-// (Larger blocks were slower: glibc serves them with fresh mmaps, page-faulted on every run.)
+// Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 4 MiB; a request
+// larger than half that gets a block of its own. glibc serves such blocks with fresh mmaps,
+// page-faulted 4 KiB at a time, so each full-size block has the whole huge pages inside it
+// advised (at least one): the 40 MB tree of a 100 000-tensor state dict then costs some 4 000
+// page faults fewer. (2 MiB-aligned blocks would be huge pages throughout, but aligning costs as
+// much address space again, which a process under RLIMIT_AS pays for.)
 constexpr std::size_t kFirstBlockSize = 4096;
-// Blocks grow to 4 MiB, each holding at least one whole huge page that is advised as one: the
-// 40 MB tree of a 100 000-tensor state dict then costs a few thousand page faults fewer.
-// (2 MiB-aligned blocks would hold only huge pages, but aligning costs as much address space
-// again, which a process under RLIMIT_AS pays for.)
 constexpr std::size_t kMaxBlockSize = std::size_t{4} << 20;
 
 }  // namespace
