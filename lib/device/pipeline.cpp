@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/assert.hpp"
+#include "device/worker_threads.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::device {
@@ -295,20 +296,11 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
   }
 
   // Readers take chunks in file order; each fills a slot and enqueues its copy.
-  unsigned threads = options.reader_threads;
-  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, chunks.size()));
+  const unsigned threads = worker_threads(options.reader_threads, chunks.size());
   report.reader_threads = threads;
   report.copies = chunks.size();
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const auto reader = [&] {
-    int current = -1;
-    while (!failed.load(std::memory_order_relaxed)) {
-      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= chunks.size()) return;
+  run_on_threads(chunks.size(), threads, [&] {
+    return [&, current = -1](std::size_t i) mutable {
       const Chunk& chunk = chunks[i];
       Ring& ring = rings.at(chunk.device);
       Slot* slot = ring.take();
@@ -336,29 +328,14 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
                  slot->in_flight = true;
                  backend->record_event(slot->event, stream);
                });
-        ring.give_back(slot);
-        progress.add(chunk.storage_bytes);
       } catch (...) {
         ring.give_back(slot);
-        const std::lock_guard lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        failed = true;
-        return;
+        throw;
       }
-    }
-  };
-  {
-    std::vector<std::jthread> readers;
-    readers.reserve(threads);
-    try {
-      for (unsigned t = 0; t < threads; ++t)
-        readers.emplace_back(reader);
-    } catch (const std::system_error&) {
-      // Fewer threads than asked: those started do the work.
-      if (readers.empty()) reader();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+      ring.give_back(slot);
+      progress.add(chunk.storage_bytes);
+    };
+  });
 
   // Big-endian storages are swapped on the device, after their copies on the same stream.
   for (std::size_t a = 0; a < allocations.size(); ++a) {

@@ -1,18 +1,13 @@
 // read_copies: the copies cut into units — a piece of a large copy, or a run of small copies of
-// adjacent records, read with one pread — handed out by an atomic counter;
-// the first error is kept, the rest of the work abandoned.
+// adjacent records, read with one pread — shared among threads by device/worker_threads.
 #include "device/cpu/file_copies.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "device/worker_threads.hpp"
 
 namespace pthload::device::cpu {
 namespace {
@@ -97,13 +92,7 @@ std::size_t read_unit(const Unit& unit, common::AlignedBuffer& scratch) {
 
 unsigned copy_threads_for(std::uint64_t total_bytes, unsigned requested) noexcept {
   if (total_bytes < kParallelCopyBytes) return 1;
-  constexpr unsigned kDefaultMaxThreads = 8;
-  const unsigned threads =
-      requested != 0
-          ? requested
-          : std::min(kDefaultMaxThreads, std::max(1u, std::thread::hardware_concurrency()));
-  const std::uint64_t chunks = (total_bytes + kCopyChunkBytes - 1) / kCopyChunkBytes;
-  return static_cast<unsigned>(std::min<std::uint64_t>(threads, chunks));
+  return worker_threads(requested, (total_bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
 }
 
 void read_copies(std::span<const FileCopy> copies, unsigned threads, Progress& progress) {
@@ -114,35 +103,11 @@ void read_copies(std::span<const FileCopy> copies, unsigned threads, Progress& p
       progress.add(read_unit(unit, scratch));
     return;
   }
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr first_error;
-  std::mutex error_mutex;
-  const auto work = [&]() noexcept {
-    common::AlignedBuffer scratch;
-    for (std::size_t i; !failed.load(std::memory_order_relaxed) &&
-                        (i = next.fetch_add(1, std::memory_order_relaxed)) < units.size();) {
-      try {
-        progress.add(read_unit(units[i], scratch));
-      } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
-        failed.store(true, std::memory_order_relaxed);
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    helpers.reserve(threads - 1);
-    try {
-      for (unsigned t = 1; t < threads; ++t)
-        helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      // No thread to be had (a process at its limit): the ones started and this one do it all.
-    }
-    work();
-  }  // the helpers join here
-  if (first_error) std::rethrow_exception(first_error);
+  run_on_threads(units.size(), threads, [&] {
+    return [&, scratch = common::AlignedBuffer()](std::size_t i) mutable {
+      progress.add(read_unit(units[i], scratch));
+    };
+  });
 }
 
 }  // namespace pthload::device::cpu
