@@ -209,7 +209,7 @@ class Interpreter {
   int protocol_ = 0;
   std::vector<Value*>& stack_;
   std::vector<std::size_t>& marks_;
-  std::vector<Value*>& memo_;
+  MemoPages& memo_;
   std::unordered_map<std::uint64_t, Value*>& sparse_memo_;
   std::size_t memo_count_ = 0;
   std::unique_ptr<ValueArena> arena_;
@@ -224,12 +224,13 @@ class Interpreter {
 void Interpreter::memo_put(std::uint64_t key) {
   Value* value = top();
   if (key < memo_.size()) {
-    if (memo_[key] == nullptr) {
+    Value*& slot = memo_.slot(key);
+    if (slot == nullptr) {
       if (memo_count_ >= limits_.max_pickle_memo)
         fail_limit("max_pickle_memo", limits_.max_pickle_memo);
       ++memo_count_;
     }
-    memo_[key] = value;
+    slot = value;
     return;
   }
   if (const auto it = sparse_memo_.find(key); it != sparse_memo_.end()) {
@@ -246,22 +247,23 @@ void Interpreter::memo_put(std::uint64_t key) {
   }
   const auto new_size = static_cast<std::size_t>(
       std::min<std::uint64_t>(std::max<std::uint64_t>(key + 1, memo_.size() * 2), dense_limit));
-  memo_.resize(new_size, nullptr);
+  memo_.grow_to(new_size);
+  // Doubling the dense part's size bounds how often the sparse keys are walked.
   for (auto it = sparse_memo_.begin(); it != sparse_memo_.end();) {
-    if (it->first < new_size) {
-      memo_[it->first] = it->second;
+    if (it->first < memo_.size()) {
+      memo_.slot(it->first) = it->second;
       it = sparse_memo_.erase(it);
     } else {
       ++it;
     }
   }
-  memo_[key] = value;
+  memo_.slot(key) = value;
 }
 
 void Interpreter::memo_get(std::uint64_t key) {
   Value* value = nullptr;
   if (key < memo_.size()) {
-    value = memo_[key];
+    value = memo_.get(key);
   } else if (const auto it = sparse_memo_.find(key); it != sparse_memo_.end()) {
     value = it->second;
   }

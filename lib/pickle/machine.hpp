@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pickle/memo_pages.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 
@@ -63,7 +64,7 @@ class Machine {
   Limits limits_;
   std::vector<Value*> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<Value*> memo_;  // dense part: keys below memo_.size()
+  MemoPages memo_;  // dense part: keys below memo_.size()
   std::unordered_map<std::uint64_t, Value*> sparse_memo_;
 };
 

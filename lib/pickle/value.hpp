@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/large_arrays.hpp"
+
 namespace pthload::pickle {
 
 /// What a Value is. Python's types, except that classes and functions are Globals and whatever
@@ -265,7 +267,7 @@ class ValueArena {
   void grow_push(detail::GrowArray<T>& array, std::size_t extra);
   void* allocate_slow(std::size_t size, std::size_t alignment);
 
-  std::vector<std::unique_ptr<std::byte[]>> blocks_;
+  std::vector<common::LargeBlock> blocks_;
   std::byte* cursor_ = nullptr;
   std::byte* limit_ = nullptr;
   std::size_t next_block_size_ = 0;

@@ -95,7 +95,7 @@ struct Frame {
 class Walker {
  public:
   Walker(TensorBuilder& builder, const Limits& limits, std::size_t step_budget,
-         std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque)
+         internal::TensorList& out, std::vector<OpaqueValue>& opaque)
       : builder_(builder), limits_(limits), out_(out), opaque_(opaque), step_budget_(step_budget) {}
 
   void run(const Value& root) {
@@ -394,7 +394,7 @@ class Walker {
 
   TensorBuilder& builder_;
   const Limits& limits_;
-  std::vector<NamedTensor>& out_;
+  internal::TensorList& out_;
   std::vector<OpaqueValue>& opaque_;
   std::vector<Frame> stack_;
   std::vector<Frame> children_;
@@ -409,7 +409,7 @@ class Walker {
 // finds is listed under its path, written with the audit's own labels.
 class Audit {
  public:
-  Audit(TensorBuilder& builder, std::size_t name_budget, std::vector<NamedTensor>& out)
+  Audit(TensorBuilder& builder, std::size_t name_budget, internal::TensorList& out)
       : builder_(builder), name_budget_(name_budget), out_(out) {}
 
   std::size_t run(const Value& root) {
@@ -581,7 +581,7 @@ class Audit {
   std::size_t name_budget_;
   std::size_t name_bytes_ = 0;
   std::size_t found_ = 0;
-  std::vector<NamedTensor>& out_;
+  internal::TensorList& out_;
 };
 
 }  // namespace
@@ -596,7 +596,7 @@ std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noe
 
 std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
-                                  std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque) {
+                                  internal::TensorList& out, std::vector<OpaqueValue>& opaque) {
   Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque).run(root);
   const auto name_budget = std::max<std::size_t>(
       kMinFallbackNameBytes,

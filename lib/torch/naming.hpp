@@ -29,7 +29,7 @@ namespace pthload::torch {
 /// naming rule has a gap). Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
 std::size_t collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
-                                  std::vector<NamedTensor>& out, std::vector<OpaqueValue>& opaque);
+                                  internal::TensorList& out, std::vector<OpaqueValue>& opaque);
 
 /// Steps the naming walk may take: kWalkStepsPerPickleByte per byte of the pickle (at least
 /// kMinWalkSteps), and never more than limits.max_pickle_values.

@@ -137,7 +137,7 @@ bool chosen(const LoadOptions& options, std::string_view name) {
 void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& options,
                     bool check_select) {
   if (!chooses_tensors(options)) return;
-  std::vector<NamedTensor> kept;
+  internal::TensorList kept;
   std::unordered_map<std::string_view, std::string_view> renamed_from;
   bool selected_any = false;
   // Saved names live in `checkpoint.tensors` until the end of this function.

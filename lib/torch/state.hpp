@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "common/large_arrays.hpp"
 #include "common/mapped_file.hpp"
 #include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
@@ -92,6 +93,10 @@ struct StorageState {
   return storage.file_range && !storage.file_range->file ? storage.file_range->offset : 0;
 }
 
+/// A checkpoint's tensors: the list of 100 000 tensors (15 MB) is filled as it is allocated, so
+/// it gets huge pages of its own.
+using TensorList = std::vector<NamedTensor, common::LargeArrayAllocator<NamedTensor>>;
+
 struct CheckpointState {
   Format format = Format::kZip;
   std::string path;
@@ -104,7 +109,7 @@ struct CheckpointState {
   std::optional<zip::RecordBytes> pickle_bytes;
   pickle::Result pickle;
   std::vector<std::shared_ptr<Storage>> storages;
-  std::vector<NamedTensor> tensors;
+  TensorList tensors;
   std::vector<OpaqueValue> opaque_values;
   /// The format's own string metadata (a safetensors header's __metadata__), sorted by key.
   std::vector<std::pair<std::string, std::string>> metadata;

@@ -122,7 +122,8 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   state.nbytes = *nbytes;
   state.record = record;
   if (checkpoint_.big_endian) state.swap_unit = internal::swap_unit_for(*dtype);
-  cached = internal::Access::make_storage(std::move(state));
+  if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
+  cached = internal::Access::make_storage(std::move(state), storage_arena_);
   checkpoint_.storages.push_back(cached);
   return {.storage = cached};
 }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/bump_arena.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 #include "pthload/tensor.hpp"
@@ -53,6 +54,8 @@ class StorageResolver {
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again.
   std::vector<std::shared_ptr<Storage>> storage_by_record_;
+  // Where the storages are made (Access::make_storage), from the first one on.
+  std::shared_ptr<common::BumpArena> storage_arena_;
   // Reused, so naming the record costs no allocation per storage.
   std::string record_name_scratch_;
   // The entry after the last storage record found: torch writes storage records in the order

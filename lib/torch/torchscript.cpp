@@ -23,7 +23,7 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
     const pickle::Result constants = machine.run(bytes.bytes());
     // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
     TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
-    std::vector<NamedTensor> tensors;
+    internal::TensorList tensors;
     std::vector<OpaqueValue> opaque;
     collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits, tensors,
                           opaque);

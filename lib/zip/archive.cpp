@@ -30,8 +30,8 @@ constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
 // radix sort of 16-bit digits is linear: comparison sorting 100 000 of them took 7% of a
 // 100 000-tensor load. Small archives (every real one but state dicts of many tensors) use
 // std::sort, whose cost there is nothing and which needs no histogram.
-template <typename Key>
-void sort_by_hash(std::vector<Key>& keys) {
+template <typename Key, typename Allocator>
+void sort_by_hash(std::vector<Key, Allocator>& keys) {
   constexpr std::size_t kRadixFrom = 4096;
   if (keys.size() < kRadixFrom) {
     std::stable_sort(keys.begin(), keys.end(),
@@ -40,7 +40,7 @@ void sort_by_hash(std::vector<Key>& keys) {
   }
   constexpr unsigned kDigitBits = 16;
   constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
-  std::vector<Key> scratch(keys.size());
+  std::vector<Key, Allocator> scratch(keys.size());
   std::vector<std::size_t> starts(kBuckets);
   for (unsigned shift = 0; shift < sizeof(std::size_t) * 8; shift += kDigitBits) {
     std::fill(starts.begin(), starts.end(), 0);

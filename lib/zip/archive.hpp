@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "common/large_arrays.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/limits.hpp"
+#include "zip/central_directory.hpp"
 #include "zip/end_records.hpp"
 #include "zip/entry.hpp"
 
@@ -56,7 +58,7 @@ class Archive {
   [[nodiscard]] static Archive parse(const common::MappedFile& file, const Limits& limits = {});
 
   /// Every entry, in central-directory order. Valid while the Archive is.
-  [[nodiscard]] const std::vector<Entry>& entries() const noexcept { return entries_; }
+  [[nodiscard]] const EntryList& entries() const noexcept { return entries_; }
   /// The entry named exactly `name` (raw bytes), or nullptr. O(log n). Valid while the
   /// Archive is.
   [[nodiscard]] const Entry* find(std::string_view name) const noexcept;
@@ -116,8 +118,8 @@ class Archive {
   const common::MappedFile* source_ = nullptr;
   Limits limits_;
   EndRecords end_;
-  std::vector<Entry> entries_;
-  std::vector<NameKey> by_name_;  ///< sorted by hash
+  EntryList entries_;
+  std::vector<NameKey, common::LargeArrayAllocator<NameKey>> by_name_;  ///< sorted by hash
 };
 
 }  // namespace pthload::zip

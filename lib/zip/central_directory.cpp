@@ -99,8 +99,8 @@ Entry read_entry(ByteReader& reader, std::size_t index) {
 
 }  // namespace
 
-std::vector<Entry> read_central_directory(std::span<const std::byte> file, const EndRecords& end,
-                                          const Limits& limits) {
+EntryList read_central_directory(std::span<const std::byte> file, const EndRecords& end,
+                                 const Limits& limits) {
   const std::uint64_t count_offset = end.zip64_end_record_offset.value_or(end.end_record_offset);
   if (end.entry_count > limits.max_zip_entries) {
     throw FormatError(Errc::kZipLimitExceeded,
@@ -120,7 +120,7 @@ std::vector<Entry> read_central_directory(std::span<const std::byte> file, const
   }
   ByteReader reader(file.subspan(end.central_directory_offset, end.central_directory_size),
                     Errc::kZipCentralDirectoryEntryInvalid, end.central_directory_offset);
-  std::vector<Entry> entries;
+  EntryList entries;
   entries.reserve(end.entry_count);
   for (std::uint64_t i = 0; i < end.entry_count; ++i) {
     if (reader.remaining() == 0) {

@@ -5,19 +5,23 @@
 #include <span>
 #include <vector>
 
+#include "common/large_arrays.hpp"
+
 #include "pthload/limits.hpp"
 #include "zip/end_records.hpp"
 #include "zip/entry.hpp"
 
 namespace pthload::zip {
 
+/// An archive's entries: a 100 000-record index (6 MB) gets huge pages of its own.
+using EntryList = std::vector<Entry, common::LargeArrayAllocator<Entry>>;
+
 /// Parses every central directory header that `end` describes, resolving zip64 extra fields.
 /// The entries' `data_offset` is left 0: only the local headers know it. Throws FormatError
 /// (kZipCentralDirectoryEntryInvalid, kZip64ExtraFieldInvalid, kZipEntryCountMismatch,
 /// kZipLimitExceeded) or UnsupportedError (kZipMultiDiskUnsupported), naming the entry and
 /// the file offset.
-[[nodiscard]] std::vector<Entry> read_central_directory(std::span<const std::byte> file,
-                                                        const EndRecords& end,
-                                                        const Limits& limits);
+[[nodiscard]] EntryList read_central_directory(std::span<const std::byte> file,
+                                               const EndRecords& end, const Limits& limits);
 
 }  // namespace pthload::zip

@@ -85,7 +85,7 @@ void fill_archive_image(const common::MappedFile& image, const Limits& limits,
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
   image.fill(size - tail, tail);
-  std::vector<Entry> entries;
+  EntryList entries;
   try {
     const EndRecords end = read_end_records(file);
     if (end.central_directory_offset < size - tail) {
