@@ -82,8 +82,42 @@ std::string entry_value_name(const std::string& name, const Value& key, std::siz
   return join(name, entry_value_label(key, index));
 }
 
-// The walk marks each tensor node it lists (pickle::Value::set_walk_mark); the audit skips them.
+// The walk marks each tensor node it lists (pickle::Value::set_walk_mark), and each plain
+// container (dict, list, tuple, set) it dealt with all the contents of: scalars, tensors it
+// listed, containers it marked. The audit, which would find nothing below either, skips both —
+// for an optimizer state or a plain dict of tensors, the whole tree.
 constexpr std::uint8_t kListedMark = 1;
+constexpr std::uint8_t kCoveredMark = 2;
+
+// Holds no tensor the audit could find: a scalar, or what the walk marked.
+bool is_settled(const Value& value) noexcept {
+  return value.walk_mark() != 0 || (!may_hold_tensors(value) && !value.is(Kind::kPersistent));
+}
+
+// Whether the walk left nothing below `value` for the audit. Called once the walk is done with
+// its contents; a container with BUILD states, bare storages, unwalked keys (a tuple key that
+// has a text) or members the walk skipped as a cycle is not covered, and the audit walks it.
+bool covered_by_walk(const Value& value) noexcept {
+  if (!value.states().empty()) return false;
+  switch (value.kind()) {
+    case Kind::kDict: {
+      const auto entries = value.dict_items();
+      return std::all_of(entries.begin(), entries.end(), [](const DictItem& entry) {
+        return is_settled(*entry.key) && is_settled(*entry.value);
+      });
+    }
+    case Kind::kList:
+    case Kind::kTuple:
+    case Kind::kSet:
+    case Kind::kFrozenSet: {
+      const auto items = value.items();
+      return std::all_of(items.begin(), items.end(),
+                         [](const Value* item) { return is_settled(*item); });
+    }
+    default:
+      return false;
+  }
+}
 
 struct Frame {
   const Value* value;  // nullptr marks leaving `leaving`
@@ -105,6 +139,7 @@ class Walker {
       stack_.pop_back();
       if (frame.value == nullptr) {
         on_path_.erase(frame.leaving);
+        if (covered_by_walk(*frame.leaving)) frame.leaving->set_walk_mark(kCoveredMark);
         continue;
       }
       charge_step();
@@ -164,7 +199,10 @@ class Walker {
       default:
         return;  // scalars, strings, globals, bare storages: no tensors to name
     }
-    if (children_.empty()) return;
+    if (children_.empty()) {
+      if (covered_by_walk(value)) value.set_walk_mark(kCoveredMark);
+      return;
+    }
     on_path_.insert(&value);
     stack_.push_back({nullptr, &value, std::string(), depth});
     // Pushed in reverse so they are visited in container order.
@@ -418,7 +456,7 @@ class Audit {
       const Pending pending = stack_.back();
       stack_.pop_back();
       const Value& value = *pending.value;
-      if (value.walk_mark() == kListedMark) continue;
+      if (value.walk_mark() != 0) continue;  // listed, or covered by the walk
       if (!visited_.insert(&value).second) continue;
       if (value.is(Kind::kCall)) {
         if (auto tensor = builder_.tensor_of(value)) {

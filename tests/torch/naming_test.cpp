@@ -193,6 +193,33 @@ TEST_CASE("torch naming: the audit lists a tensor no rule reaches, under its pat
         }) == std::vector<std::string>{"0"});
 }
 
+TEST_CASE("torch naming: the audit skips only plain containers the walk dealt with whole") {
+  // The walk marks a dict, list, tuple or set it walked all the contents of, and the audit does
+  // not look below it again; anything the walk leaves out keeps the container in the audit.
+  CHECK(names_of([](PickleWriter& p) {
+          // {'a': [t1, {'b': t2}], 'c': ()}: covered throughout, named by the walk alone.
+          p.empty_dict().mark().str("a").empty_list().mark().get(1);
+          p.empty_dict().str("b").get(2).setitem().appends();
+          p.str("c").empty_tuple().setitems();
+        }) == std::vector<std::string>{"a.0", "a.1.b"});
+  // A BUILD state on a plain dict is not walked: the dict is not covered, and the audit finds
+  // the tensor in it.
+  CHECK(names_of([](PickleWriter& p) {
+          p.empty_dict().str("d").empty_dict().str("x").integer(3).setitem();
+          p.empty_dict().str("extra").get(1).setitem().build().setitem();
+        }) == std::vector<std::string>{"d.<state>.extra"});
+  // A bare storage is not walked either: a list holding one, whose persistent id holds a
+  // tensor, is audited.
+  CHECK(names_of([](PickleWriter& p) {
+          p.empty_dict().str("l").empty_list().mark().get(2).get(1).op('\x85').binpersid();
+          p.appends().setitem();
+        }) == std::vector<std::string>{"l.0", "l.1.<persistent id>.0"});
+  // A list holding itself: the walk skips the cycle, so the list is audited, and its tensor is
+  // still listed once, by the walk.
+  CHECK(names_of([](PickleWriter& p) { p.empty_list().put(3).mark().get(3).get(1).appends(); }) ==
+        std::vector<std::string>{"1"});
+}
+
 TEST_CASE("torch naming: storages no listed tensor uses are reported") {
   // {'t': tensor over '0', 's': the bare storage '1'}; the record data/2 is named by nothing.
   PickleWriter p;
