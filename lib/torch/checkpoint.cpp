@@ -64,8 +64,11 @@ std::string_view as_text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-void open_zip(internal::CheckpointState& state, const LoadOptions& options) {
-  state.archive = zip::Archive::parse(*state.file, options.limits);
+void open_zip(internal::CheckpointState& state, const LoadOptions& options,
+              std::optional<zip::CentralDirectory> central_directory) {
+  state.archive = central_directory ? zip::Archive::parse(*state.file, options.limits,
+                                                          std::move(*central_directory))
+                                    : zip::Archive::parse(*state.file, options.limits);
   const auto& entries = state.archive->entries();
   // torch's reader takes the top folder from the first record (inline_container.cc init).
   if (entries.empty()) {
@@ -199,7 +202,8 @@ const Tensor& Checkpoint::tensor(std::string_view name) const {
 namespace torch {
 
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
-                       const LoadOptions& options) {
+                       const LoadOptions& options,
+                       std::optional<zip::CentralDirectory> central_directory) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = std::move(path);
   state->file = std::move(file);
@@ -208,7 +212,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
     if (starts_with(bytes, kZipMagic)) {
       state->format = Format::kZip;
       try {
-        open_zip(*state, options);
+        open_zip(*state, options, std::move(central_directory));
       } catch (FormatError& e) {
         // A zip without torch's records may be another tool's archive: say which.
         const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
@@ -272,9 +276,10 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
       return torch::open_sharded(*index, options);
     }
     const std::string name = path.string();
-    auto file = common::with_context({.path = name},
-                                     [&] { return torch::open_checkpoint_file(path, options); });
-    auto checkpoint = torch::open_mapped(std::move(file), path.string(), options);
+    auto opened = common::with_context({.path = name},
+                                       [&] { return torch::open_checkpoint_file(path, options); });
+    auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
+                                         std::move(opened.central_directory));
     torch::choose_tensors(internal::Access::state(checkpoint), options);
     return checkpoint;
   } catch (const std::bad_alloc&) {

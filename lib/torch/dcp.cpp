@@ -283,7 +283,7 @@ Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
   state->format = Format::kDcp;
   const fs::path metadata_path = directory / kMetadataName;
   try {
-    state->file = open_file(metadata_path, options);
+    state->file = open_file(metadata_path, options).file;
     dcp::Metadata metadata;
     try {
       metadata = dcp::parse_metadata(state->file->bytes(), options.limits);

@@ -47,31 +47,32 @@ bool is_regular(const std::filesystem::path& path) noexcept {
 
 }  // namespace
 
-std::shared_ptr<const common::MappedFile> read_file_image(const std::filesystem::path& path,
-                                                          const Limits& limits) {
-  if (!is_regular(path)) return opened_whole(path);
+OpenedFile read_file_image(const std::filesystem::path& path, const Limits& limits) {
+  if (!is_regular(path)) return {opened_whole(path)};
   auto image = common::MappedFile::image(common::FileReader::open(path));
   image.fill(0, 4);
+  std::optional<zip::CentralDirectory> directory;
   if (starts_like_zip(image.bytes())) {
-    zip::fill_archive_image(image, limits, is_large_storage_record);
+    directory = zip::fill_archive_image(image, limits, is_large_storage_record);
   } else {
     image.fill_all();
   }
-  return std::make_shared<const common::MappedFile>(std::move(image));
+  // Moving the image keeps its bytes where they are: the directory's views stay valid.
+  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory)};
 }
 
-std::shared_ptr<const common::MappedFile> map_file_image(const std::filesystem::path& path,
-                                                         const Limits& limits) {
-  if (!is_regular(path)) return opened_whole(path);
+OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limits) {
+  if (!is_regular(path)) return {opened_whole(path)};
   auto image = common::MappedFile::image_with_views(common::FileReader::open(path));
   // Enough for the zip magic and for looks_like_safetensors (the size field, '{' and the first
   // key's quote after any whitespace).
   constexpr std::uint64_t kPeekBytes = 64;
   image.fill(0, kPeekBytes);
   const auto first = image.bytes().first(std::min<std::size_t>(image.bytes().size(), kPeekBytes));
+  std::optional<zip::CentralDirectory> directory;
   if (starts_like_zip(first)) {
     // Every storage, whatever its size, is viewed in the mapping: reading it too would be waste.
-    zip::fill_archive_image(image, limits, is_stored_storage_record);
+    directory = zip::fill_archive_image(image, limits, is_stored_storage_record);
   } else if (safetensors::looks_like_safetensors(first)) {
     // The size field and the header; the tensors' data stays in the mapping. A size above
     // the limit is refused by Header::parse from the size field alone.
@@ -81,21 +82,21 @@ std::shared_ptr<const common::MappedFile> map_file_image(const std::filesystem::
     image.fill(0, kSizeField + header);
   } else {
     // Legacy streams and the rest are parsed where they lie (options.hpp says so).
-    return opened_whole(path);
+    return {opened_whole(path)};
   }
-  return std::make_shared<const common::MappedFile>(std::move(image));
+  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory)};
 }
 
 common::MappedFile index_file_image(const std::filesystem::path& path, const Limits& limits) {
   if (!is_regular(path)) return common::MappedFile::open(path);
   auto image = common::MappedFile::image(common::FileReader::open(path));
-  zip::fill_archive_image(
+  // The record reader parses the index over the image itself.
+  (void)zip::fill_archive_image(
       image, limits, [](const zip::Entry& entry) { return entry.method == zip::kMethodStored; });
   return image;
 }
 
-std::shared_ptr<const common::MappedFile> open_checkpoint_file(const std::filesystem::path& path,
-                                                               const LoadOptions& options) {
+OpenedFile open_checkpoint_file(const std::filesystem::path& path, const LoadOptions& options) {
   return options.io == IoStrategy::kRead ? read_file_image(path, options.limits)
                                          : map_file_image(path, options.limits);
 }

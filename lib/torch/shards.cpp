@@ -31,8 +31,7 @@ bool is_index_name(const fs::path& path) {
 
 }  // namespace
 
-std::shared_ptr<const common::MappedFile> open_file(const fs::path& path,
-                                                    const LoadOptions& options) {
+OpenedFile open_file(const fs::path& path, const LoadOptions& options) {
   try {
     return open_checkpoint_file(path, options);
   } catch (Error& e) {
@@ -109,7 +108,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = index_path.string();
   try {
-    state->file = open_file(index_path, options);
+    state->file = open_file(index_path, options).file;
     const auto index = safetensors::parse_index(state->file->bytes());
     state->metadata = index.metadata;
 
@@ -140,8 +139,10 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
       if (!wanted_shards.contains(shard)) continue;
       const fs::path shard_path = index_path.parent_path() / shard;
       try {
-        auto file = open_file(shard_path, options);
-        Checkpoint part = open_mapped(file, shard_path.string(), options);
+        auto opened = open_file(shard_path, options);
+        const auto file = opened.file;  // kept: the shard's storages are pointed at it below
+        Checkpoint part =
+            open_mapped(file, shard_path.string(), options, std::move(opened.central_directory));
         auto& part_state = internal::Access::state(part);
         if (format && *format != part_state.format) {
           throw FormatError(Errc::kShardMixedFormats,

@@ -10,6 +10,7 @@
 
 #include "common/mapped_file.hpp"
 #include "pthload/checkpoint.hpp"
+#include "torch/read_image.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::torch {
@@ -40,8 +41,7 @@ namespace pthload::torch {
 /// The file at `path` as options.io says (torch/read_image.hpp open_checkpoint_file: its
 /// structure read with pread, storages viewed in a mapping under kMap; nothing mapped under
 /// kRead), with the path in errors. Throws IoError, OutOfMemoryError.
-[[nodiscard]] std::shared_ptr<const common::MappedFile> open_file(const std::filesystem::path& path,
-                                                                  const LoadOptions& options);
+[[nodiscard]] OpenedFile open_file(const std::filesystem::path& path, const LoadOptions& options);
 
 /// Makes `storage` (of a checkpoint opened over bytes that start at `base` in `file`: a shard,
 /// whose base is 0, or a DCP item) read its bytes as a range of `file`, so that the

@@ -78,9 +78,17 @@ common::AlignedBuffer RecordBytes::take_buffer() && {
 }
 
 Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
+  CentralDirectory directory;
+  directory.end = read_end_records(file);
+  directory.entries = read_central_directory(file, directory.end, limits);
+  return index(file, limits, std::move(directory));
+}
+
+Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
+                       CentralDirectory directory) {
   Archive archive(file, limits);
-  archive.end_ = read_end_records(file);
-  archive.entries_ = read_central_directory(file, archive.end_, limits);
+  archive.end_ = directory.end;
+  archive.entries_ = std::move(directory.entries);
   const auto& entries = archive.entries_;
 
   // Indices (not pointers or views) keep the Archive trivially copyable and movable.
@@ -122,6 +130,13 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
 
 Archive Archive::parse(const common::MappedFile& file, const Limits& limits) {
   Archive archive = parse(file.bytes(), limits);
+  if (file.reader() != nullptr) archive.source_ = &file;
+  return archive;
+}
+
+Archive Archive::parse(const common::MappedFile& file, const Limits& limits,
+                       CentralDirectory read_already) {
+  Archive archive = index(file.bytes(), limits, std::move(read_already));
   if (file.reader() != nullptr) archive.source_ = &file;
   return archive;
 }

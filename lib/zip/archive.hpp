@@ -56,6 +56,10 @@ class Archive {
   /// SIGBUS, and an io=read image's unread records are read, not taken for zeros. Stored
   /// records read() returns are still views of `file.bytes()`.
   [[nodiscard]] static Archive parse(const common::MappedFile& file, const Limits& limits = {});
+  /// As above, taking the end records and central directory fill_archive_image already read
+  /// from `file` (which must be the image it filled) instead of parsing them again.
+  [[nodiscard]] static Archive parse(const common::MappedFile& file, const Limits& limits,
+                                     CentralDirectory read_already);
 
   /// Every entry, in central-directory order. Valid while the Archive is.
   [[nodiscard]] const EntryList& entries() const noexcept { return entries_; }
@@ -107,6 +111,10 @@ class Archive {
   };
 
   Archive(std::span<const std::byte> file, const Limits& limits) : file_(file), limits_(limits) {}
+  /// The rest of parse() once the central directory is read: the name index, local headers,
+  /// layout checks.
+  [[nodiscard]] static Archive index(std::span<const std::byte> file, const Limits& limits,
+                                     CentralDirectory directory);
 
   /// The CRC-32 of `payload` (bytes of file_), read a chunk at a time through source_ where
   /// there is one.

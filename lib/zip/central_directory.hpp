@@ -24,4 +24,12 @@ using EntryList = std::vector<Entry, common::LargeArrayAllocator<Entry>>;
 [[nodiscard]] EntryList read_central_directory(std::span<const std::byte> file,
                                                const EndRecords& end, const Limits& limits);
 
+/// What read_end_records and read_central_directory found in a file: handed from the reader
+/// that fills an image (zip/image.hpp) to Archive::parse, so a 100 000-record index is parsed
+/// once. Its views point into that file's bytes.
+struct CentralDirectory {
+  EndRecords end;
+  EntryList entries;
+};
+
 }  // namespace pthload::zip

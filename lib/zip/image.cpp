@@ -79,26 +79,29 @@ void fill_broken(const common::MappedFile& image) {
 
 }  // namespace
 
-void fill_archive_image(const common::MappedFile& image, const Limits& limits,
-                        const std::function<bool(const Entry&)>& leave_out) {
+std::optional<CentralDirectory> fill_archive_image(
+    const common::MappedFile& image, const Limits& limits,
+    const std::function<bool(const Entry&)>& leave_out) {
   const auto file = image.bytes();
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
   image.fill(size - tail, tail);
-  EntryList entries;
+  CentralDirectory directory;
   try {
-    const EndRecords end = read_end_records(file);
+    directory.end = read_end_records(file);
+    const EndRecords& end = directory.end;
     if (end.central_directory_offset < size - tail) {
       image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
     }
-    entries = read_central_directory(file, end, limits);
+    directory.entries = read_central_directory(file, end, limits);
   } catch (const FormatError&) {
     fill_broken(image);
-    return;
+    return std::nullopt;
   } catch (const UnsupportedError&) {
     fill_broken(image);
-    return;
+    return std::nullopt;
   }
+  const EntryList& entries = directory.entries;
   std::vector<Range> ranges;
   ranges.reserve(entries.size());
   for (const Entry& entry : entries)
@@ -116,6 +119,7 @@ void fill_archive_image(const common::MappedFile& image, const Limits& limits,
   }
   // Records of many small storages sit between their headers: the first pass read them.
   (void)fill_ranges(image, std::move(ranges), headers_read);
+  return directory;
 }
 
 }  // namespace pthload::zip

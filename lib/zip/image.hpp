@@ -4,9 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "common/mapped_file.hpp"
 #include "pthload/limits.hpp"
+#include "zip/central_directory.hpp"
 #include "zip/entry.hpp"
 
 namespace pthload::zip {
@@ -16,9 +18,12 @@ namespace pthload::zip {
 /// pread calls as the layout allows. Where the end records or the central directory cannot be
 /// made sense of, it reads the whole file when that is at most 16 MiB, so that parse() reports
 /// the problem exactly as over a mapping; a larger one (a truncated download) keeps only its
-/// tail, from which parse() reports a missing or broken end record. Throws IoError (a read
-/// failed, or the file shrank).
-void fill_archive_image(const common::MappedFile& image, const Limits& limits,
-                        const std::function<bool(const Entry&)>& leave_out);
+/// tail, from which parse() reports a missing or broken end record. Returns the end records and
+/// central directory it parsed (over the image, where parse() reads them too) for
+/// Archive::parse to take, or nothing where it could not make sense of them. Throws IoError (a
+/// read failed, or the file shrank).
+[[nodiscard]] std::optional<CentralDirectory> fill_archive_image(
+    const common::MappedFile& image, const Limits& limits,
+    const std::function<bool(const Entry&)>& leave_out);
 
 }  // namespace pthload::zip
