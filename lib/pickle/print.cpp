@@ -41,8 +41,10 @@ bool is_compound(const Value& v) noexcept {
 }
 
 // Calls `f(child, nested)` on each child of `v` in the order the printer writes them, at most
-// `max_items` from each sequence, so that both passes and the one-line estimate see the same
-// values. `nested` is false for what prints beside `v` rather than inside it (the callable, a
+// `max_items` from each sequence of elements and every BUILD state (build() prints them all), so
+// that both passes and the one-line estimate see exactly the values printed: a state the first
+// pass skipped was never marked as shared, and a list whose state is itself then printed itself
+// forever. `nested` is false for what prints beside `v` rather than inside it (the callable, a
 // persistent id, BUILD states), which therefore keeps v's depth.
 template <typename F>
 void for_each_child(const Value& v, std::size_t max_items, F&& f) {
@@ -80,7 +82,8 @@ void for_each_child(const Value& v, std::size_t max_items, F&& f) {
     default:
       return;
   }
-  sequence(v.states(), false);
+  for (const Value* state : v.states())
+    f(state, false);
 }
 
 std::size_t decimal_width(std::int64_t value) noexcept {
