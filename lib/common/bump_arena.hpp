@@ -12,8 +12,13 @@
 
 namespace pthload::common {
 
-/// Hands out memory from blocks that double from 16 KiB to 4 MiB (the large ones huge pages of
-/// their own: common::LargeBlock); nothing is freed before the arena. Not thread-safe.
+/// Hands out memory from blocks that start at 4 KiB (a small user costs one) and double up to
+/// 4 MiB, those from 2 MiB on huge pages of their own (common::LargeBlock, trimmed to 2 MiB
+/// alignment without keeping spare address space, which a process under RLIMIT_AS would pay
+/// for); a request larger than half that gets a block of its own, leaving the current block in
+/// use. Nothing is freed before the arena. Move-only (moving keeps every pointer valid); not
+/// thread-safe. The pickle machine's value tree, the memo and the storages of a checkpoint are
+/// made in these.
 class BumpArena {
  public:
   /// `size` bytes aligned to `alignment` (a power of two, at most 16). Throws std::bad_alloc.
@@ -29,13 +34,17 @@ class BumpArena {
     return allocate_slow(size, alignment);
   }
 
+  /// Bytes obtained from the system so far.
+  [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
+
  private:
   void* allocate_slow(std::size_t size, std::size_t alignment);
 
   std::vector<LargeBlock> blocks_;
   std::byte* cursor_ = nullptr;
   std::byte* limit_ = nullptr;
-  std::size_t next_block_size_ = std::size_t{16} << 10;
+  std::size_t next_block_size_ = 0;
+  std::size_t bytes_reserved_ = 0;
 };
 
 /// Allocates from a BumpArena it co-owns, so that whatever it allocated keeps the arena alive:

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
-#include <limits>
 #include <new>
 
 #include "pthload/error.hpp"
@@ -13,17 +12,6 @@ namespace pthload::pickle {
 
 // Values are 32 bytes; the arena is sized by it (a pickle of 100 000 tensors makes millions).
 static_assert(sizeof(Value) == 32);
-namespace {
-
-// Blocks start small (a tiny pickle costs one 4 KiB block) and double up to 4 MiB; a request
-// larger than half that gets a block of its own. Blocks from 2 MiB on are huge pages of their own
-// (common::LargeBlock, trimmed to 2 MiB alignment without keeping spare address space, which a
-// process under RLIMIT_AS would pay for): the 40 MB tree of a 100 000-tensor state dict is then
-// some 20 page faults, not 10 000.
-constexpr std::size_t kFirstBlockSize = 4096;
-constexpr std::size_t kMaxBlockSize = std::size_t{4} << 20;
-
-}  // namespace
 
 std::string_view kind_name(Kind kind) noexcept {
   switch (kind) {
@@ -187,31 +175,6 @@ ValueArena::ValueArena() {
 ValueArena::ValueArena(ValueArena&&) noexcept = default;
 ValueArena& ValueArena::operator=(ValueArena&&) noexcept = default;
 ValueArena::~ValueArena() = default;
-
-void* ValueArena::allocate_slow(std::size_t size, std::size_t alignment) {
-  assert(alignment <= 16 && (alignment & (alignment - 1)) == 0);
-  // Room for the worst-case alignment padding, checked so that a size near SIZE_MAX from a
-  // hostile length cannot wrap.
-  if (size > std::numeric_limits<std::size_t>::max() - 16) throw std::bad_alloc();
-  const std::size_t needed = size + alignment;
-  std::size_t block_size = std::max(next_block_size_, kFirstBlockSize);
-  next_block_size_ = std::min(block_size * 2, kMaxBlockSize);
-  if (needed > block_size) block_size = needed;
-  // Aligned for any fundamental type (operator new's 16 on x86-64 and aarch64, or a page); from
-  // 2 MiB on, huge pages of their own.
-  blocks_.push_back(common::make_large_block(block_size));
-  bytes_reserved_ += block_size;
-  std::byte* block = blocks_.back().get();
-  if (needed > kMaxBlockSize / 2 && cursor_ != nullptr) {
-    // A large request gets its own block, leaving the current block's free space in use.
-    const auto address = reinterpret_cast<std::uintptr_t>(block);
-    const auto aligned = (address + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
-    return reinterpret_cast<void*>(aligned);
-  }
-  cursor_ = block;
-  limit_ = block + block_size;
-  return allocate(size, alignment);
-}
 
 std::string_view ValueArena::copy(std::string_view text) {
   if (text.empty()) return {};

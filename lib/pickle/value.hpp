@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/large_arrays.hpp"
+#include "common/bump_arena.hpp"
 
 namespace pthload::pickle {
 
@@ -256,7 +256,7 @@ class ValueArena {
   /// Values made so far (the singletons and shared small ints excluded).
   [[nodiscard]] std::size_t value_count() const noexcept { return value_count_; }
   /// Bytes obtained from the system so far.
-  [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
+  [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
 
  private:
   Value* new_value(Kind kind);
@@ -265,13 +265,8 @@ class ValueArena {
   detail::Extra& extra_of(Value& target);
   template <typename T>
   void grow_push(detail::GrowArray<T>& array, std::size_t extra);
-  void* allocate_slow(std::size_t size, std::size_t alignment);
 
-  std::vector<common::LargeBlock> blocks_;
-  std::byte* cursor_ = nullptr;
-  std::byte* limit_ = nullptr;
-  std::size_t next_block_size_ = 0;
-  std::size_t bytes_reserved_ = 0;
+  common::BumpArena memory_;
   std::size_t value_count_ = 0;
   Value* none_ = nullptr;
   Value* true_ = nullptr;
@@ -285,14 +280,7 @@ class ValueArena {
 };
 
 inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
-  const auto address = reinterpret_cast<std::uintptr_t>(cursor_);
-  const auto aligned = (address + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
-  if (cursor_ != nullptr && aligned - address <= static_cast<std::size_t>(limit_ - cursor_) &&
-      size <= static_cast<std::size_t>(limit_ - cursor_) - (aligned - address)) {
-    cursor_ = reinterpret_cast<std::byte*>(aligned) + size;
-    return reinterpret_cast<void*>(aligned);
-  }
-  return allocate_slow(size, alignment);
+  return memory_.allocate(size, alignment);
 }
 
 }  // namespace pthload::pickle
