@@ -72,7 +72,8 @@ OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limit
   std::optional<zip::CentralDirectory> directory;
   if (starts_like_zip(first)) {
     // Every storage, whatever its size, is viewed in the mapping: reading it too would be waste.
-    directory = zip::fill_archive_image(image, limits, is_stored_storage_record);
+    directory = zip::fill_archive_image(image, limits, is_stored_storage_record,
+                                        zip::LocalHeaders::kResolved);
   } else if (safetensors::looks_like_safetensors(first)) {
     // The size field and the header; the tensors' data stays in the mapping. A size above
     // the limit is refused by Header::parse from the size field alone.

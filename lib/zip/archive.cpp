@@ -87,6 +87,7 @@ Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
 Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
                        CentralDirectory directory) {
   Archive archive(file, limits);
+  const bool local_headers_resolved = directory.local_headers_resolved;
   archive.end_ = directory.end;
   archive.entries_ = std::move(directory.entries);
   const auto& entries = archive.entries_;
@@ -122,8 +123,10 @@ Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
     }
   }
 
-  for (Entry& entry : archive.entries_)
-    resolve_local_header(file, entry);
+  if (!local_headers_resolved) {
+    for (Entry& entry : archive.entries_)
+      resolve_local_header(file, entry);
+  }
   check_layout(archive.entries_, archive.end_);
   return archive;
 }

@@ -30,6 +30,10 @@ using EntryList = std::vector<Entry, common::LargeArrayAllocator<Entry>>;
 struct CentralDirectory {
   EndRecords end;
   EntryList entries;
+  /// Every entry's local header was read and checked (resolve_local_header) where the bytes
+  /// were read, and its data_offset set: Archive::parse need not, and the image need not hold
+  /// the headers.
+  bool local_headers_resolved = false;
 };
 
 }  // namespace pthload::zip

@@ -10,6 +10,8 @@
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
 #include "zip/end_records.hpp"
+#include "zip/local_header.hpp"
+#include "zip/signatures.hpp"
 
 namespace pthload::zip {
 namespace {
@@ -19,7 +21,6 @@ using Range = std::pair<std::uint64_t, std::uint64_t>;  // offset, size
 // The end record (22 bytes), its longest comment, and torch's zip64 locator and end record just
 // before it.
 constexpr std::uint64_t kTailBytes = 22 + 0xFFFF + 20 + 56 + 4096;
-constexpr std::uint64_t kLocalHeaderSize = 30;
 // Ranges this close are read as one: a pread costs more than a few KiB of bytes.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
@@ -77,11 +78,90 @@ void fill_broken(const common::MappedFile& image) {
   if (image.bytes().size() <= kReadWholeUpTo) image.fill(0, image.bytes().size());
 }
 
+// Reads local headers through one reused buffer: a window of the file that moves forward, each
+// read covering the headers that lie close together (most of a 100 000-record archive at a
+// time), or one header and a little after it where records are large.
+class HeaderWindow {
+ public:
+  HeaderWindow(const common::FileReader& reader, std::uint64_t file_size)
+      : reader_(reader), file_size_(file_size) {}
+
+  // The file's bytes from `offset` on: at least `needed` of them, fewer only where the file
+  // ends first, and on to `wanted_end` where that fits the buffer. Throws IoError.
+  std::span<const std::byte> from(std::uint64_t offset, std::uint64_t needed,
+                                  std::uint64_t wanted_end) {
+    const std::uint64_t needed_end = std::min(file_size_, offset + needed);
+    if (offset < begin_ || needed_end > begin_ + buffer_.size()) {
+      const std::uint64_t end = std::min(
+          {file_size_, std::max(needed_end, wanted_end), offset + std::max(needed, kWindowBytes)});
+      buffer_.resize(static_cast<std::size_t>(end - offset));
+      reader_.read_at(offset, buffer_);
+      begin_ = offset;
+    }
+    return std::span<const std::byte>(buffer_).subspan(static_cast<std::size_t>(offset - begin_));
+  }
+
+ private:
+  static constexpr std::uint64_t kWindowBytes = std::uint64_t{1} << 20;
+  const common::FileReader& reader_;
+  std::uint64_t file_size_;
+  std::vector<std::byte> buffer_;
+  std::uint64_t begin_ = 0;
+};
+
+// Reads and checks every entry's local header through a HeaderWindow, setting data_offset;
+// returns false, leaving the rest to Archive::parse, when one fails its checks. Headers out of
+// file order (torch writes them in order) cost more reads, nothing else. Throws IoError.
+bool resolve_local_headers(const common::MappedFile& image, EntryList& entries) {
+  const std::uint64_t file_size = image.bytes().size();
+  // A header with its name and extra field (torch's are under 200 bytes), and the longest one.
+  constexpr std::uint64_t kHeaderSlack = 4096;
+  constexpr std::uint64_t kLongestHeader = kLocalHeaderSize + 2 * 0xFFFF;
+  // Headers this close are read together, as fill_ranges merges them: each run's first entry
+  // and the end of the bytes read for it.
+  std::vector<std::pair<std::size_t, std::uint64_t>> runs;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    // An entry before its predecessor in the file starts a run (the difference wraps).
+    if (i == 0 || entries[i].local_header_offset - entries[i - 1].local_header_offset > kMergeGap) {
+      runs.emplace_back(i, 0);
+    }
+    runs.back().second =
+        common::checked_add(entries[i].local_header_offset, kHeaderSlack).value_or(file_size);
+  }
+  // A cold file's scattered headers are then read from the disk together (see fill_ranges).
+  if (runs.size() > 1) {
+    for (const auto& [first, end] : runs) {
+      const std::uint64_t begin = entries[first].local_header_offset;
+      if (begin < end) image.will_fill(begin, end - begin);
+    }
+  }
+  HeaderWindow window(*image.reader(), file_size);
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (run + 1 < runs.size() && runs[run + 1].first == i) ++run;
+    Entry& entry = entries[i];
+    const std::uint64_t offset = entry.local_header_offset;
+    if (offset >= file_size || file_size - offset < kLocalHeaderSize) return false;
+    auto bytes = window.from(offset, kLocalHeaderSize, runs[run].second);
+    const std::uint64_t variable =
+        std::uint64_t{common::load_le<std::uint16_t>(bytes.data() + 26)} +
+        common::load_le<std::uint16_t>(bytes.data() + 28);
+    bytes = window.from(offset, std::min(kLongestHeader, kLocalHeaderSize + variable),
+                        runs[run].second);
+    try {
+      resolve_local_header(bytes, file_size, entry);
+    } catch (const FormatError&) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<CentralDirectory> fill_archive_image(
     const common::MappedFile& image, const Limits& limits,
-    const std::function<bool(const Entry&)>& leave_out) {
+    const std::function<bool(const Entry&)>& leave_out, LocalHeaders local_headers) {
   const auto file = image.bytes();
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
@@ -101,8 +181,17 @@ std::optional<CentralDirectory> fill_archive_image(
     fill_broken(image);
     return std::nullopt;
   }
-  const EntryList& entries = directory.entries;
   std::vector<Range> ranges;
+  if (local_headers == LocalHeaders::kResolved && image.reader() != nullptr &&
+      resolve_local_headers(image, directory.entries)) {
+    directory.local_headers_resolved = true;
+    for (const Entry& entry : directory.entries) {
+      if (!leave_out(entry)) ranges.emplace_back(entry.data_offset, entry.compressed_size);
+    }
+    (void)fill_ranges(image, std::move(ranges));
+    return directory;
+  }
+  const EntryList& entries = directory.entries;
   ranges.reserve(entries.size());
   for (const Entry& entry : entries)
     ranges.emplace_back(entry.local_header_offset, kLocalHeaderSize);

@@ -22,8 +22,17 @@ namespace pthload::zip {
 /// central directory it parsed (over the image, where parse() reads them too) for
 /// Archive::parse to take, or nothing where it could not make sense of them. Throws IoError (a
 /// read failed, or the file shrank).
+///
+/// With LocalHeaders::kResolved the local headers are read through a reused buffer and checked
+/// there (CentralDirectory::local_headers_resolved), not kept in the image: for an io=map load,
+/// whose storages are views of the mapping, the image then holds the central directory and the
+/// pickles only — for 100 000 small storages, whose headers lie between them, half the bytes.
+/// Where a header fails its checks they are all read into the image as with kIntoImage, so
+/// that parse() reports the problem as it always does.
+enum class LocalHeaders { kIntoImage, kResolved };
 [[nodiscard]] std::optional<CentralDirectory> fill_archive_image(
     const common::MappedFile& image, const Limits& limits,
-    const std::function<bool(const Entry&)>& leave_out);
+    const std::function<bool(const Entry&)>& leave_out,
+    LocalHeaders local_headers = LocalHeaders::kIntoImage);
 
 }  // namespace pthload::zip

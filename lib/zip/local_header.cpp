@@ -54,14 +54,21 @@ void compare_sizes(const Entry& entry, std::uint64_t local_compressed,
 
 void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
   const std::uint64_t offset = entry.local_header_offset;
-  if (!fits(offset, kLocalHeaderSize, file.size())) {
-    throw FormatError(Errc::kZipRecordOutOfBounds,
-                      fmt::format("local header at {:#x} runs past end of file ({:#x} bytes)",
-                                  offset, file.size()),
-                      {.record = std::string(entry.name), .offset = offset});
+  resolve_local_header(offset <= file.size() ? file.subspan(offset) : std::span<const std::byte>(),
+                       file.size(), entry);
+}
+
+void resolve_local_header(std::span<const std::byte> from_header, std::uint64_t file_size,
+                          Entry& entry) {
+  const std::uint64_t offset = entry.local_header_offset;
+  if (!fits(offset, kLocalHeaderSize, file_size)) {
+    throw FormatError(
+        Errc::kZipRecordOutOfBounds,
+        fmt::format("local header at {:#x} runs past end of file ({:#x} bytes)", offset, file_size),
+        {.record = std::string(entry.name), .offset = offset});
   }
   common::with_context({.record = entry.name}, [&] {
-    ByteReader reader(file.subspan(offset), Errc::kZipRecordOutOfBounds, offset);
+    ByteReader reader(from_header, Errc::kZipRecordOutOfBounds, offset);
     if (reader.le<std::uint32_t>("local header signature") != kLocalHeaderSignature) {
       throw FormatError(Errc::kZipLocalHeaderInvalid, "local header has no PK\\3\\4 signature",
                         {.offset = offset});
@@ -99,10 +106,10 @@ void resolve_local_header(std::span<const std::byte> file, Entry& entry) {
       compare_sizes(entry, compressed_size, uncompressed_size, extra, offset);
     }
   });
-  if (!fits(entry.data_offset, entry.compressed_size, file.size())) {
+  if (!fits(entry.data_offset, entry.compressed_size, file_size)) {
     throw FormatError(Errc::kZipRecordOutOfBounds,
                       fmt::format("payload [{:#x}, +{:#x}) runs past end of file ({:#x} bytes)",
-                                  entry.data_offset, entry.compressed_size, file.size()),
+                                  entry.data_offset, entry.compressed_size, file_size),
                       {.record = std::string(entry.name), .offset = entry.data_offset});
   }
 }

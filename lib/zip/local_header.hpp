@@ -15,4 +15,11 @@ namespace pthload::zip {
 /// (kZipRecordOutOfBounds, kZipLocalHeaderInvalid, kZipLocalHeaderMismatch) naming the record.
 void resolve_local_header(std::span<const std::byte> file, Entry& entry);
 
+/// The same over part of a file: `from_header` holds its bytes from entry.local_header_offset
+/// on, up to the end of the file or at least past the header's name and extra field, and
+/// `file_size` is the whole file's. For readers that hold a window of the file, not all of it
+/// (zip/image.hpp); the checks and errors are those above.
+void resolve_local_header(std::span<const std::byte> from_header, std::uint64_t file_size,
+                          Entry& entry);
+
 }  // namespace pthload::zip

@@ -1,0 +1,169 @@
+// The io=map image of an archive (fill_archive_image with LocalHeaders::kResolved): local headers
+// checked where they are read, kept out of the image, and every failure reported as parsing the
+// whole file reports it.
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/file_reader.hpp"
+#include "common/mapped_file.hpp"
+#include "pthload/error.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/zip_builder.hpp"
+#include "zip/archive.hpp"
+#include "zip/image.hpp"
+
+using pthload::Errc;
+using pthload::common::FileReader;
+using pthload::common::MappedFile;
+using pthload::zip::Archive;
+using pthload::zip::Entry;
+using pthload::zip::LocalHeaders;
+namespace build = pthload::test::zip_build;
+namespace lf = build::local_field;
+
+namespace {
+
+bool is_storage(const Entry& entry) {
+  return entry.name.starts_with("t/data/");
+}
+
+// 300 small storages between their headers, as an optimizer state has them; a large one, whose
+// header lies far from the next (a run of its own); the pickle first, the version last.
+std::vector<build::Record> records() {
+  std::vector<build::Record> result{{.name = "t/data.pkl", .data = "\x80\x02K\x01."}};
+  for (int i = 0; i < 300; ++i) {
+    result.push_back({.name = "t/data/" + std::to_string(i), .data = std::string(16, 'a')});
+  }
+  result.push_back({.name = "t/data/big", .data = std::string(200'000, 'b')});
+  result.push_back({.name = "t/data/300", .data = std::string(16, 'c')});
+  result.push_back({.name = "t/version", .data = "3\n"});
+  return result;
+}
+
+struct Outcome {
+  Errc code = Errc::kOk;
+  std::optional<std::uint64_t> offset;
+  std::string record;
+  std::vector<std::uint64_t> data_offsets;
+};
+
+template <typename Parse>
+Outcome outcome_of(Parse&& parse) {
+  Outcome outcome;
+  try {
+    const Archive archive = parse();
+    for (const Entry& entry : archive.entries())
+      outcome.data_offsets.push_back(entry.data_offset);
+  } catch (const pthload::Error& error) {
+    outcome.code = error.code();
+    outcome.offset = error.context().offset;
+    outcome.record = error.context().record;
+  }
+  return outcome;
+}
+
+// What Archive::parse says of the whole file, and of the io=map image: must be the same.
+// Returns the first.
+Outcome check_same_outcome(const std::vector<std::byte>& bytes, bool expect_resolved) {
+  const pthload::test::TempFile file(bytes);
+  const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
+  auto directory = pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved);
+  REQUIRE(directory.has_value());
+  CHECK(directory->local_headers_resolved == expect_resolved);
+  const Outcome from_image = outcome_of([&] { return Archive::parse(image, {}, *directory); });
+  const Outcome from_file = outcome_of([&] { return Archive::parse(bytes); });
+  CHECK(from_image.code == from_file.code);
+  CHECK(from_image.offset == from_file.offset);
+  CHECK(from_image.record == from_file.record);
+  CHECK(from_image.data_offsets == from_file.data_offsets);
+  return from_file;
+}
+
+}  // namespace
+
+TEST_CASE("zip image: local headers are resolved where they are read and kept out of the image") {
+  const build::Built built = build::build(records());
+  const pthload::test::TempFile file(built.bytes);
+  const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
+  auto directory = pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved);
+  REQUIRE(directory.has_value());
+  CHECK(directory->local_headers_resolved);
+  const Archive archive = Archive::parse(image, {}, std::move(*directory));
+  const Archive whole = Archive::parse(built.bytes);
+  REQUIRE(archive.entries().size() == whole.entries().size());
+  for (std::size_t i = 0; i < whole.entries().size(); ++i) {
+    CHECK(archive.entries()[i].data_offset == whole.entries()[i].data_offset);
+    CHECK(archive.entries()[i].data_offset == built.records[i].data);
+  }
+  const auto bytes = image.bytes();
+  // A storage's header and payload are holes of the image (zeros): views go to the mapping.
+  for (const std::size_t i : {std::size_t{1}, std::size_t{150}, std::size_t{301}}) {
+    CHECK(bytes[built.records[i].local_header] == std::byte{0});
+    CHECK(bytes[built.records[i].data] == std::byte{0});
+    const auto view = image.view_of(archive.read(archive.entries()[i]).bytes());
+    REQUIRE(view.has_value());
+    CHECK(static_cast<char>(view->front()) == (i == 301 ? 'b' : 'a'));
+  }
+  // The pickle and the version are read into it.
+  const std::vector<std::string> expected{"\x80\x02K\x01.", "3\n"};
+  for (const std::size_t i : {std::size_t{0}, archive.entries().size() - 1}) {
+    const auto contents = archive.read(archive.entries()[i]).bytes();
+    CHECK(std::string(reinterpret_cast<const char*>(contents.data()), contents.size()) ==
+          (i == 0 ? expected[0] : expected[1]));
+  }
+}
+
+TEST_CASE(
+    "zip image: a local header that fails its checks is reported as parsing the file reports it") {
+  const build::Built built = build::build(records());
+  const std::uint64_t header = built.records[120].local_header;
+  struct Corruption {
+    const char* name;
+    std::uint64_t offset;
+    std::byte value;
+    bool header_fails;  // else the header reads, and the layout check finds the overlap
+  };
+  const Corruption corruptions[] = {
+      {"signature", header + lf::kSignature, std::byte{'X'}, true},
+      {"method", header + lf::kMethod, std::byte{8}, true},
+      {"flags: encrypted", header + lf::kFlags, std::byte{1}, true},
+      {"name", header + lf::kName + 2, std::byte{'!'}, true},
+      {"name length", header + lf::kNameLength, std::byte{0xFF}, true},
+      {"extra length over the next records", header + lf::kExtraLength + 1, std::byte{0xFF}, false},
+  };
+  for (const Corruption& corruption : corruptions) {
+    const std::string name = corruption.name;
+    CAPTURE(name);
+    auto bytes = built.bytes;
+    bytes[corruption.offset] = corruption.value;
+    CHECK(check_same_outcome(bytes, !corruption.header_fails).code != Errc::kOk);
+  }
+  // The last record's header cut short by the end of the file: not a header the window reads.
+  auto cut = built.bytes;
+  cut.resize(built.records.back().local_header + 10);
+  CAPTURE("truncated");
+  const pthload::test::TempFile file(cut);
+  const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
+  CHECK_FALSE(
+      pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved).has_value());
+}
+
+TEST_CASE("zip image: central headers out of file order resolve the same") {
+  // Two central headers swapped: the second record's local header now comes first.
+  build::Built built = build::build(records());
+  const Archive whole = Archive::parse(built.bytes);
+  const auto first = built.records[1].central_header;
+  const auto second = built.records[2].central_header;
+  const auto third = built.records[3].central_header;
+  std::vector<std::byte> swapped(built.bytes.begin(), built.bytes.begin() + first);
+  swapped.insert(swapped.end(), built.bytes.begin() + second, built.bytes.begin() + third);
+  swapped.insert(swapped.end(), built.bytes.begin() + first, built.bytes.begin() + second);
+  swapped.insert(swapped.end(), built.bytes.begin() + third, built.bytes.end());
+  REQUIRE(swapped.size() == built.bytes.size());
+  const Outcome outcome = check_same_outcome(swapped, true);
+  CHECK(outcome.code == Errc::kOk);
+  CHECK(outcome.data_offsets.size() == whole.entries().size());
+}
