@@ -1,8 +1,10 @@
 // Storages (bytes, shared) and tensors (a dtype and a geometry over a storage).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -136,14 +138,14 @@ class PTHLOAD_API Tensor {
 
   [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
   [[nodiscard]] std::span<const std::int64_t> sizes() const noexcept {
-    return std::span(dims_).first(dims_.size() / 2);
+    return dims_.all().first(dim());
   }
   [[nodiscard]] std::span<const std::int64_t> strides() const noexcept {
-    return std::span(dims_).subspan(dims_.size() / 2);
+    return dims_.all().subspan(dim());
   }
   [[nodiscard]] std::int64_t storage_offset() const noexcept { return storage_offset_; }
   [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }
-  [[nodiscard]] std::size_t dim() const noexcept { return dims_.size() / 2; }
+  [[nodiscard]] std::size_t dim() const noexcept { return dims_.all().size() / 2; }
   /// The product of the sizes (1 for a 0-dim tensor).
   [[nodiscard]] std::uint64_t numel() const noexcept;
   /// numel() × element_size(dtype()).
@@ -165,20 +167,18 @@ class PTHLOAD_API Tensor {
   /// The tensors that hold a storage-less tensor's data: a sparse tensor's parts, named by
   /// sparse_part_names(layout()); a nested tensor's components (strided views of one storage), in
   /// order; empty for other tensors. Valid while this Tensor (or a copy) lives.
-  [[nodiscard]] std::span<const Tensor> parts() const noexcept { return parts_; }
+  [[nodiscard]] std::span<const Tensor> parts() const noexcept;
   /// The old name of parts(), which it is for nested tensors too; removed in the next release.
   [[deprecated("use parts()")]] [[nodiscard]] std::span<const Tensor> sparse_parts()
       const noexcept {
-    return parts_;
+    return parts();
   }
   /// A wrapper subclass's class and device; nullptr for other tensors. Valid while this Tensor
   /// (or a copy) lives.
-  [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept {
-    return wrapper_subclass_.get();
-  }
+  [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept;
   /// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2...) maps its integers to
   /// reals; nullptr for other tensors. Valid while this Tensor (or a copy) lives.
-  [[nodiscard]] const Quantization* quantization() const noexcept { return quantization_.get(); }
+  [[nodiscard]] const Quantization* quantization() const noexcept;
   /// The first element's address on the CPU (the storage's bytes from storage_offset on);
   /// valid while the storage lives. Throws DeviceError(kDeviceNotOnCpu) when not on the CPU,
   /// UnsupportedError(kTorchTensorWithoutData) for a tensor without storage.
@@ -202,17 +202,60 @@ class PTHLOAD_API Tensor {
   // dtype of converted storages' tensors: through internal::Access, not public setters.
   friend struct internal::Access;
 
+  // What few tensors have: parts (sparse, nested), a quantization, a wrapper subclass. Made
+  // once, shared by copies, replaced whole (Access): one pointer where the three took 56 bytes
+  // of every tensor of a 100 000-tensor checkpoint.
+  struct Extras;
+
+  // The sizes, then the strides: inside the tensor up to two dimensions (almost every tensor
+  // of a checkpoint), else one allocation.
+  class Dims {
+   public:
+    Dims(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides)
+        : count_(sizes.size() + strides.size()) {
+      std::int64_t* out = inline_;
+      if (count_ > kInline) {
+        heap_ = std::make_unique<std::int64_t[]>(count_);
+        out = heap_.get();
+      }
+      std::copy(sizes.begin(), sizes.end(), out);
+      std::copy(strides.begin(), strides.end(), out + sizes.size());
+    }
+    Dims(const Dims& other) : Dims(other.all().first(other.count_), {}) {}
+    Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), count_(other.count_) {
+      std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
+    }
+    Dims& operator=(const Dims& other) {
+      if (this != &other) *this = Dims(other);
+      return *this;
+    }
+    Dims& operator=(Dims&& other) noexcept {
+      heap_ = std::move(other.heap_);
+      count_ = other.count_;
+      std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
+      return *this;
+    }
+    ~Dims() = default;
+    [[nodiscard]] std::span<const std::int64_t> all() const noexcept {
+      return {heap_ ? heap_.get() : inline_, count_};
+    }
+
+   private:
+    static constexpr std::size_t kInline = 4;
+    std::unique_ptr<std::int64_t[]> heap_;
+    std::int64_t inline_[kInline] = {};
+    std::size_t count_;
+  };
+
   [[nodiscard]] std::span<const std::byte> packed_bytes() const;
 
   std::shared_ptr<const Storage> storage_;
-  Dtype dtype_;
-  std::vector<std::int64_t> dims_;  // the sizes, then the strides: one allocation per tensor
+  std::shared_ptr<const Extras> extras_;
+  Dims dims_;
   std::int64_t storage_offset_;
+  Dtype dtype_;
   bool requires_grad_;
   Layout layout_ = Layout::kStrided;
-  std::vector<Tensor> parts_;
-  std::shared_ptr<const Quantization> quantization_;
-  std::shared_ptr<const WrapperSubclass> wrapper_subclass_;
 };
 
 /// The parameters of a quantized tensor (torch/_utils.py _rebuild_qtensor): real value =

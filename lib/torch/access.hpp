@@ -13,6 +13,16 @@
 #include "pthload/tensor.hpp"
 #include "torch/state.hpp"
 
+namespace pthload {
+
+struct Tensor::Extras {
+  std::vector<Tensor> parts;
+  std::shared_ptr<const Quantization> quantization;
+  std::shared_ptr<const WrapperSubclass> wrapper_subclass;
+};
+
+}  // namespace pthload
+
 namespace pthload::internal {
 
 struct Access {
@@ -48,20 +58,28 @@ struct Access {
   /// Marks a storage-less tensor as a wrapper subclass, with the storage_offset a wrapper keeps
   /// without a storage (torch layer; the device layer replaces it once placed).
   static void set_wrapper_subclass(Tensor& tensor, std::shared_ptr<const WrapperSubclass> wrapper,
-                                   std::int64_t storage_offset) noexcept {
-    tensor.wrapper_subclass_ = std::move(wrapper);
+                                   std::int64_t storage_offset) {
+    Tensor::Extras extras = extras_of(tensor);
+    extras.wrapper_subclass = std::move(wrapper);
+    tensor.extras_ = std::make_shared<const Tensor::Extras>(std::move(extras));
     tensor.storage_offset_ = storage_offset;
   }
   /// The tensor's storage was converted to `dtype` (same elements, same geometry;
   /// LoadOptions::floating_dtype, device layer).
   static void set_dtype(Tensor& tensor, Dtype dtype) noexcept { tensor.dtype_ = dtype; }
   /// Attaches the quantization torch's _rebuild_qtensor describes (torch layer).
-  static void set_quantization(Tensor& tensor,
-                               std::shared_ptr<const Quantization> quantization) noexcept {
-    tensor.quantization_ = std::move(quantization);
+  static void set_quantization(Tensor& tensor, std::shared_ptr<const Quantization> quantization) {
+    Tensor::Extras extras = extras_of(tensor);
+    extras.quantization = std::move(quantization);
+    tensor.extras_ = std::make_shared<const Tensor::Extras>(std::move(extras));
   }
 
  private:
+  // A copy of what `tensor` has (shared with its copies, so never changed in place).
+  static Tensor::Extras extras_of(const Tensor& tensor) {
+    return tensor.extras_ ? *tensor.extras_ : Tensor::Extras{};
+  }
+
   // std::make_shared cannot call Storage's private constructor; this member class, which
   // friendship lets construct its base, can.
   // The state comes first among the bases, so it is constructed before the Storage that refers

@@ -81,34 +81,44 @@ Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype,
                std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
                std::int64_t storage_offset, bool requires_grad)
     : storage_(std::move(storage)),
-      dtype_(dtype),
+      dims_(sizes, strides),
       storage_offset_(storage_offset),
+      dtype_(dtype),
       requires_grad_(requires_grad) {
   PTHLOAD_ASSERT(sizes.size() == strides.size());
-  dims_.reserve(sizes.size() * 2);
-  dims_.insert(dims_.end(), sizes.begin(), sizes.end());
-  dims_.insert(dims_.end(), strides.begin(), strides.end());
 }
 
 Tensor::Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
                std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts)
-    : dtype_(dtype),
+    : dims_(sizes, strides),
       storage_offset_(0),
+      dtype_(dtype),
       requires_grad_(requires_grad),
-      layout_(layout),
-      parts_(std::move(parts)) {
+      layout_(layout) {
   PTHLOAD_ASSERT(sizes.size() == strides.size());
-  dims_.reserve(sizes.size() * 2);
-  dims_.insert(dims_.end(), sizes.begin(), sizes.end());
-  dims_.insert(dims_.end(), strides.begin(), strides.end());
+  if (!parts.empty()) extras_ = std::make_shared<const Extras>(Extras{.parts = std::move(parts)});
+}
+
+std::span<const Tensor> Tensor::parts() const noexcept {
+  return extras_ ? std::span<const Tensor>(extras_->parts) : std::span<const Tensor>();
+}
+const WrapperSubclass* Tensor::wrapper_subclass() const noexcept {
+  return extras_ ? extras_->wrapper_subclass.get() : nullptr;
+}
+const Quantization* Tensor::quantization() const noexcept {
+  return extras_ ? extras_->quantization.get() : nullptr;
 }
 
 Device Tensor::device() const noexcept {
   if (storage_) return storage_->device();
-  if (wrapper_subclass_) return wrapper_subclass_->device.value_or(Device::meta());
+  if (const WrapperSubclass* wrapper = wrapper_subclass()) {
+    return wrapper->device.value_or(Device::meta());
+  }
   // A sparse tensor is where its values are (the last part), a nested one where its components
   // are; a storage-less dense one is meta.
-  if (!parts_.empty()) return parts_.back().device();
+  if (const auto tensor_parts = parts(); !tensor_parts.empty()) {
+    return tensor_parts.back().device();
+  }
   return Device::meta();
 }
 
@@ -195,7 +205,7 @@ const std::byte* Tensor::data() const {
     throw UnsupportedError(
         Errc::kTorchTensorWithoutData,
         fmt::format("a {} tensor has no data of its own{}", layout_name(layout_),
-                    wrapper_subclass_             ? " (a wrapper subclass keeps no storage)"
+                    wrapper_subclass() != nullptr ? " (a wrapper subclass keeps no storage)"
                     : layout_ == Layout::kStrided ? " (it is on the meta device)"
                                                   : ": its parts (Tensor::parts()) hold it"));
   }
