@@ -43,14 +43,14 @@ struct Access {
     return Checkpoint(std::move(state));
   }
   /// A shared storage owning `state`, in one allocation with its control block.
-  [[nodiscard]] static std::shared_ptr<Storage> make_storage(StorageState state) {
+  [[nodiscard]] static std::shared_ptr<Storage> make_storage(StorageState&& state) {
     return std::make_shared<ConstructibleStorage>(std::move(state));
   }
   /// The same in `arena`, which the storage keeps alive (common::BumpArenaAllocator): the
   /// storages of a 100 000-tensor checkpoint are then a few huge pages, not 100 000 heap
   /// allocations faulted in one 4 KiB page at a time.
   [[nodiscard]] static std::shared_ptr<Storage> make_storage(
-      StorageState state, const std::shared_ptr<common::BumpArena>& arena) {
+      StorageState&& state, const std::shared_ptr<common::BumpArena>& arena) {
     return std::allocate_shared<ConstructibleStorage>(
         common::BumpArenaAllocator<ConstructibleStorage>(arena), std::move(state));
   }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -23,11 +25,15 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-std::string text_of(const Value& value) {
-  if (value.is(Kind::kString) || value.is(Kind::kPython2String)) {
-    return std::string(value.as_string());
+// The text of a persistent id's key or location; an int (a pre-1.6 key) is written into
+// `digits`, which the result then views.
+std::string_view text_of(const Value& value, std::array<char, 24>& digits) {
+  if (value.is(Kind::kString) || value.is(Kind::kPython2String)) return value.as_string();
+  if (value.is(Kind::kInt)) {
+    const auto written =
+        std::to_chars(digits.data(), digits.data() + digits.size(), value.as_int());
+    return {digits.data(), written.ptr};
   }
-  if (value.is(Kind::kInt)) return std::to_string(value.as_int());  // pre-1.6 integer keys
   throw FormatError(
       Errc::kTorchBadPersistentId,
       fmt::format("persistent id: expected a string, got a {}", pickle::kind_name(value.kind())));
@@ -82,7 +88,8 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          Errc::kTorchBadPersistentId,
                          "persistent id is not a ('storage', type, key, location, numel) tuple");
   const Value& storage_type = *fields[1];
-  std::string key = text_of(*fields[2]);
+  std::array<char, 24> key_digits{};
+  const std::string_view key = text_of(*fields[2], key_digits);
   common::require_format(fields[4]->is(Kind::kInt) && fields[4]->as_int() >= 0,
                          Errc::kTorchBadPersistentId,
                          "storage '{}': numel is not a non-negative int", key);
@@ -100,8 +107,16 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   auto& cached = storage_by_record_[record_index];
   // torch caches storages by key: the first persistent id for a key wins.
   if (cached) return {.storage = cached};
+  // Every persistent id of a pickle names its storage type with the same memoized global, most
+  // often: the last one's dtype is kept.
   std::optional<Dtype> dtype;
-  if (storage_type.is(Kind::kGlobal)) dtype = storage_type_dtype(storage_type.name());
+  if (&storage_type == last_storage_type_) {
+    dtype = last_storage_dtype_;
+  } else if (storage_type.is(Kind::kGlobal)) {
+    dtype = storage_type_dtype(storage_type.name());
+    last_storage_type_ = &storage_type;
+    last_storage_dtype_ = dtype;
+  }
   common::check(dtype.has_value(), [&] {
     return FormatError(
         Errc::kTorchUnknownStorageType,
@@ -114,9 +129,11 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
+  std::array<char, 24> location_digits{};
+  const std::string_view location = text_of(*fields[3], location_digits);
   internal::StorageState state;
-  state.key = std::move(key);
-  state.location = text_of(*fields[3]);
+  state.key = key;
+  state.location = location;
   state.dtype = *dtype;
   state.numel = numel;
   state.nbytes = *nbytes;

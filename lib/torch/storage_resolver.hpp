@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -56,6 +57,9 @@ class StorageResolver {
   std::vector<std::shared_ptr<Storage>> storage_by_record_;
   // Where the storages are made (Access::make_storage), from the first one on.
   std::shared_ptr<common::BumpArena> storage_arena_;
+  // The storage type of the last persistent id whose type was a global, and its dtype.
+  const pickle::Value* last_storage_type_ = nullptr;
+  std::optional<Dtype> last_storage_dtype_;
   // Reused, so naming the record costs no allocation per storage.
   std::string record_name_scratch_;
   // The entry after the last storage record found: torch writes storage records in the order

@@ -52,6 +52,56 @@ TEST_CASE("torch: views share one storage and keep offset and strides") {
   CHECK(a.storage().location() == "cpu");
 }
 
+TEST_CASE("torch: storage types memoized and alternating give each storage its own dtype") {
+  // As torch's pickler writes them: each storage type global once, fetched from the memo after.
+  PickleWriter p;
+  p.empty_dict().mark();
+  const auto tensor = [&](std::string_view name, std::string_view key, bool first_of_type,
+                          std::string_view type, std::uint8_t memo) {
+    p.str(name).global("torch._utils", "_rebuild_tensor_v2").mark();
+    p.mark().str("storage");
+    if (first_of_type) {
+      p.global("torch", type).put(memo);
+    } else {
+      p.get(memo);
+    }
+    p.str(key).str("cpu").integer(2).tuple().binpersid();
+    p.integer(0).ints({2}).ints({1}).boolean(false);
+    p.global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
+  };
+  tensor("a", "0", true, "FloatStorage", 1);
+  tensor("b", "1", true, "HalfStorage", 2);
+  tensor("c", "2", false, "FloatStorage", 1);
+  tensor("d", "3", false, "HalfStorage", 2);
+  tensor("e", "4", false, "HalfStorage", 2);
+  const std::string pickle = p.setitems().stop().bytes();
+  std::vector<pthload::test::zip_build::Record> records;
+  for (int key = 0; key < 5; ++key)
+    records.push_back({.name = "ck/data/" + std::to_string(key), .data = float_record(2)});
+  const auto file = checkpoint_file(pickle, records);
+  const auto checkpoint = pthload::open(file.path());
+  CHECK(checkpoint.tensor("a").dtype() == pthload::Dtype::kFloat32);
+  CHECK(checkpoint.tensor("b").dtype() == pthload::Dtype::kFloat16);
+  CHECK(checkpoint.tensor("c").dtype() == pthload::Dtype::kFloat32);
+  CHECK(checkpoint.tensor("d").dtype() == pthload::Dtype::kFloat16);
+  CHECK(checkpoint.tensor("e").dtype() == pthload::Dtype::kFloat16);
+  CHECK(checkpoint.tensor("e").storage().nbytes() == 4);
+}
+
+TEST_CASE("torch: a storage key pickled as an int names the record of its digits") {
+  PickleWriter p;
+  p.empty_dict().str("w").global("torch._utils", "_rebuild_tensor_v2").mark();
+  p.mark().str("storage").global("torch", "FloatStorage").integer(-12).str("cpu").integer(4);
+  p.tuple().binpersid().integer(0).ints({4}).ints({1}).boolean(false);
+  p.global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce().setitem();
+  const auto file =
+      checkpoint_file(p.stop().bytes(), {{.name = "ck/data/-12", .data = float_record(4)}});
+  const auto checkpoint = pthload::open(file.path());
+  CHECK(checkpoint.tensor("w").storage().key() == "-12");
+  CHECK(checkpoint.tensor("w").storage().location() == "cpu");
+  CHECK(checkpoint.tensor("w").sizes()[0] == 4);
+}
+
 TEST_CASE("torch: open() reads no tensor bytes") {
   const auto file =
       checkpoint_file(two_views_pickle(), {{.name = "ck/data/0", .data = float_record(8)}});
