@@ -23,6 +23,7 @@
 #include "common/mapped_file.hpp"
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
+#include "torch/globals.hpp"
 #include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
 
@@ -59,8 +60,9 @@ struct RebuildContext {
                                             const pickle::Value& args);
 
 // ---- rebuild_dense.cpp
-[[nodiscard]] Tensor rebuild_dense(RebuildContext& context, const pickle::Value& function,
-                                   const pickle::Value& args);
+/// `kind`: classify_global(function), one of kRebuildTensor, kRebuildTensorV2, kRebuildTensorV3.
+[[nodiscard]] Tensor rebuild_dense(RebuildContext& context, KnownGlobal kind,
+                                   const pickle::Value& function, const pickle::Value& args);
 [[nodiscard]] Tensor rebuild_parameter(RebuildContext& context, const pickle::Value& function,
                                        const pickle::Value& args);
 [[nodiscard]] Tensor rebuild_meta(const pickle::Value& function, const pickle::Value& args);

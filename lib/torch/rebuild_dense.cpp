@@ -18,8 +18,8 @@ using pickle::Value;
 
 // (storage, storage_offset, size, stride[, requires_grad, backward_hooks[, metadata]]) for v1
 // and v2; v3 adds the dtype, as its storage is untyped.
-Tensor rebuild_dense(RebuildContext& context, const Value& function, const Value& args) {
-  const auto kind = classify_global(function);
+Tensor rebuild_dense(RebuildContext& context, KnownGlobal kind, const Value& function,
+                     const Value& args) {
   auto [storage, view_byte_offset, view_nbytes] =
       context.storages.resolve(argument(args, 0, function));
   std::int64_t offset = int_argument(argument(args, 1, function), function, "storage_offset");

@@ -15,18 +15,17 @@ namespace pthload::torch {
 using pickle::Kind;
 using pickle::Value;
 
-std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
-  if (!value.is(Kind::kCall)) return std::nullopt;
-  if (is_numpy_value(value)) return numpy_tensor(context, value);
-  return rebuild(context, value.callable(), value.args());
-}
+namespace {
 
-std::optional<Tensor> rebuild(RebuildContext& context, const Value& function, const Value& args) {
-  switch (classify_global(function)) {
+// The tensor `function(*args)` rebuilds, `kind` being classify_global(function): looked up once
+// per call, where the numpy check, the dispatch and the dense rebuild each looked it up.
+std::optional<Tensor> rebuild_kind(RebuildContext& context, KnownGlobal kind, const Value& function,
+                                   const Value& args) {
+  switch (kind) {
     case KnownGlobal::kRebuildTensor:
     case KnownGlobal::kRebuildTensorV2:
     case KnownGlobal::kRebuildTensorV3:
-      return rebuild_dense(context, function, args);
+      return rebuild_dense(context, kind, function, args);
     case KnownGlobal::kRebuildParameter:
     case KnownGlobal::kRebuildParameterState:
     case KnownGlobal::kParameter:
@@ -56,6 +55,21 @@ std::optional<Tensor> rebuild(RebuildContext& context, const Value& function, co
     default:
       return std::nullopt;
   }
+}
+
+}  // namespace
+
+std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
+  if (!value.is(Kind::kCall)) return std::nullopt;
+  const KnownGlobal kind = classify_global(value.callable());
+  if (kind == KnownGlobal::kNumpyReconstruct || kind == KnownGlobal::kNumpyScalar) {
+    return numpy_tensor(context, value);
+  }
+  return rebuild_kind(context, kind, value.callable(), value.args());
+}
+
+std::optional<Tensor> rebuild(RebuildContext& context, const Value& function, const Value& args) {
+  return rebuild_kind(context, classify_global(function), function, args);
 }
 
 }  // namespace pthload::torch
