@@ -3,13 +3,25 @@
 // limits; every record it lists is found by name, reads to its stated size, and the CRC path
 // (read with verify_crc, and verify_crc) accepts it exactly when a bitwise reference CRC-32 of
 // the bytes read equals the central directory's, so the checked and unchecked reads agree.
+// And the io=map image of the same bytes as a file (zip/image.hpp: local headers read through a
+// window, kept out of the image) parses to the same records at the same offsets, or fails with
+// the same error at the same place.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
+#include "common/file_reader.hpp"
+#include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "pthload/limits.hpp"
 #include "zip/archive.hpp"
+#include "zip/image.hpp"
 
 namespace {
 
@@ -38,6 +50,74 @@ bool reads_with_crc_check(const pthload::zip::Archive& archive, const pthload::z
   return true;
 }
 
+// What parsing gave: each record's data offset, or the error's code, offset and record.
+struct Outcome {
+  std::vector<std::uint64_t> data_offsets;
+  pthload::Errc code = pthload::Errc::kOk;
+  std::optional<std::uint64_t> offset;
+  std::string record;
+  bool operator==(const Outcome&) const = default;
+};
+
+template <typename Parse>
+Outcome outcome_of(Parse&& parse) {
+  Outcome outcome;
+  try {
+    const auto archive = parse();
+    for (const auto& entry : archive.entries())
+      outcome.data_offsets.push_back(entry.data_offset);
+  } catch (const pthload::Error& error) {
+    outcome.code = error.code();
+    outcome.offset = error.context().offset;
+    outcome.record = error.context().record;
+  }
+  return outcome;
+}
+
+// The bytes as a file with no name on disk, for the image reader, which reads files.
+class MemoryFile {
+ public:
+  explicit MemoryFile(std::span<const std::byte> bytes) : fd_(::memfd_create("fuzz_zip", 0)) {
+    if (fd_ < 0) return;
+    for (std::size_t done = 0; done < bytes.size();) {
+      const auto written = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (written <= 0) __builtin_trap();
+      done += static_cast<std::size_t>(written);
+    }
+  }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  ~MemoryFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] bool ok() const { return fd_ >= 0; }
+  [[nodiscard]] std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_;
+};
+
+void check_image_agrees(std::span<const std::byte> bytes, const pthload::Limits& limits) {
+  const MemoryFile file(bytes);
+  if (!file.ok()) return;
+  const auto image =
+      pthload::common::MappedFile::image_with_views(pthload::common::FileReader::open(file.path()));
+  const auto leave_out = [](const pthload::zip::Entry& entry) { return entry.method == 0; };
+  std::optional<pthload::zip::CentralDirectory> directory;
+  try {
+    directory = pthload::zip::fill_archive_image(image, limits, leave_out,
+                                                 pthload::zip::LocalHeaders::kResolved);
+  } catch (const pthload::Error&) {
+    __builtin_trap();  // the file is intact: reading it cannot fail
+  }
+  if (!directory) return;  // parse() over the image reports it, as over the bytes
+  const Outcome from_image =
+      outcome_of([&] { return pthload::zip::Archive::parse(image, limits, *directory); });
+  const Outcome from_bytes =
+      outcome_of([&] { return pthload::zip::Archive::parse(bytes, limits); });
+  if (!(from_image == from_bytes)) __builtin_trap();
+}
+
 pthload::Limits fuzz_limits() {
   pthload::Limits limits;
   limits.max_zip_entries = 100'000;
@@ -63,5 +143,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   } catch (const pthload::Error&) {
   }
+  check_image_agrees(bytes, fuzz_limits());
   return 0;
 }

@@ -49,8 +49,9 @@ class MappedFile {
   /// with fill(). Throws OutOfMemoryError when the address space cannot hold it.
   [[nodiscard]] static MappedFile image(std::shared_ptr<const FileReader> reader);
   /// An image() beside a read-only mapping of the same file (io=map): the structure (index,
-  /// pickles) is read into the image with pread and parsed there, so a file truncated while it
-  /// is opened gives IoError rather than SIGBUS; storages are zero-copy views of the mapping
+  /// pickles) is read into the image with pread and parsed there (a zip's local headers through
+  /// a reused buffer: zip/image.hpp), so a file truncated while it is opened gives IoError
+  /// rather than SIGBUS; storages are zero-copy views of the mapping
   /// (view_of). Where the file cannot be mapped, storages are copied out instead.
   [[nodiscard]] static MappedFile image_with_views(std::shared_ptr<const FileReader> reader);
 
