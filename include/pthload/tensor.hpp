@@ -222,17 +222,22 @@ class PTHLOAD_API Tensor {
       std::copy(strides.begin(), strides.end(), out + sizes.size());
     }
     Dims(const Dims& other) : Dims(other.all().first(other.count_), {}) {}
+    // A moved-from Dims is empty, as a moved-from vector is.
     Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), count_(other.count_) {
       std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
+      other.count_ = 0;
     }
     Dims& operator=(const Dims& other) {
       if (this != &other) *this = Dims(other);
       return *this;
     }
     Dims& operator=(Dims&& other) noexcept {
-      heap_ = std::move(other.heap_);
-      count_ = other.count_;
-      std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
+      if (this != &other) {
+        heap_ = std::move(other.heap_);
+        count_ = other.count_;
+        std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
+        other.count_ = 0;
+      }
       return *this;
     }
     ~Dims() = default;

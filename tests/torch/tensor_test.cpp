@@ -61,9 +61,12 @@ TEST_CASE("tensor: sizes and strides survive copies and moves, however many dime
 
     Tensor moved = std::move(copy);
     check_geometry(moved, sizes);
+    CHECK(copy.dim() == 0);  // NOLINT(bugprone-use-after-move): a moved-from tensor is empty
+    CHECK(copy.sizes().empty());
     Tensor move_assigned = meta_tensor({1});
     move_assigned = std::move(moved);
     check_geometry(move_assigned, sizes);
+    CHECK(moved.strides().empty());  // NOLINT(bugprone-use-after-move)
     check_geometry(original, sizes);
   }
 }
