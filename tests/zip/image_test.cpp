@@ -3,7 +3,6 @@
 // whole file reports it.
 #include <doctest/doctest.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "support/zip_builder.hpp"
 #include "zip/archive.hpp"
 #include "zip/image.hpp"
+#include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
 using pthload::common::FileReader;
@@ -43,41 +43,40 @@ std::vector<build::Record> records() {
   return result;
 }
 
-struct Outcome {
-  Errc code = Errc::kOk;
-  std::optional<std::uint64_t> offset;
-  std::string record;
+// What parsing gave: the error (zip_test_support's Outcome), and each record's data offset.
+struct Parsed {
+  pthload::test::Outcome outcome;
   std::vector<std::uint64_t> data_offsets;
 };
 
 template <typename Parse>
-Outcome outcome_of(Parse&& parse) {
-  Outcome outcome;
+Parsed parsed_by(Parse&& parse) {
+  Parsed parsed;
   try {
     const Archive archive = parse();
     for (const Entry& entry : archive.entries())
-      outcome.data_offsets.push_back(entry.data_offset);
+      parsed.data_offsets.push_back(entry.data_offset);
   } catch (const pthload::Error& error) {
-    outcome.code = error.code();
-    outcome.offset = error.context().offset;
-    outcome.record = error.context().record;
+    parsed.outcome = pthload::test::outcome_of_error(error);
   }
-  return outcome;
+  return parsed;
 }
 
 // What Archive::parse says of the whole file, and of the io=map image: must be the same.
 // Returns the first.
-Outcome check_same_outcome(const std::vector<std::byte>& bytes, bool expect_resolved) {
+Parsed check_same_outcome(const std::vector<std::byte>& bytes, bool expect_resolved) {
   const pthload::test::TempFile file(bytes);
   const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
   auto directory = pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved);
   REQUIRE(directory.has_value());
   CHECK(directory->local_headers_resolved == expect_resolved);
-  const Outcome from_image = outcome_of([&] { return Archive::parse(image, {}, *directory); });
-  const Outcome from_file = outcome_of([&] { return Archive::parse(bytes); });
-  CHECK(from_image.code == from_file.code);
-  CHECK(from_image.offset == from_file.offset);
-  CHECK(from_image.record == from_file.record);
+  const Parsed from_image = parsed_by([&] { return Archive::parse(image, {}, *directory); });
+  const Parsed from_file = parsed_by([&] { return Archive::parse(bytes); });
+  CHECK(from_image.outcome.code == from_file.outcome.code);
+  CHECK(from_image.outcome.unsupported == from_file.outcome.unsupported);
+  CHECK(from_image.outcome.offset == from_file.outcome.offset);
+  CHECK(from_image.outcome.record == from_file.outcome.record);
+  CHECK(from_image.outcome.message == from_file.outcome.message);
   CHECK(from_image.data_offsets == from_file.data_offsets);
   return from_file;
 }
@@ -139,7 +138,7 @@ TEST_CASE(
     CAPTURE(name);
     auto bytes = built.bytes;
     bytes[corruption.offset] = corruption.value;
-    CHECK(check_same_outcome(bytes, !corruption.header_fails).code != Errc::kOk);
+    CHECK(check_same_outcome(bytes, !corruption.header_fails).outcome.code != Errc::kOk);
   }
   // The last record's header cut short by the end of the file: not a header the window reads.
   auto cut = built.bytes;
@@ -163,7 +162,7 @@ TEST_CASE("zip image: central headers out of file order resolve the same") {
   swapped.insert(swapped.end(), built.bytes.begin() + first, built.bytes.begin() + second);
   swapped.insert(swapped.end(), built.bytes.begin() + third, built.bytes.end());
   REQUIRE(swapped.size() == built.bytes.size());
-  const Outcome outcome = check_same_outcome(swapped, true);
-  CHECK(outcome.code == Errc::kOk);
-  CHECK(outcome.data_offsets.size() == whole.entries().size());
+  const Parsed parsed = check_same_outcome(swapped, true);
+  CHECK(parsed.outcome.code == Errc::kOk);
+  CHECK(parsed.data_offsets.size() == whole.entries().size());
 }
