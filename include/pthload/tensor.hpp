@@ -221,7 +221,7 @@ class PTHLOAD_API Tensor {
       std::copy(sizes.begin(), sizes.end(), out);
       std::copy(strides.begin(), strides.end(), out + sizes.size());
     }
-    Dims(const Dims& other) : Dims(other.all().first(other.count_), {}) {}
+    Dims(const Dims& other) : Dims(other.all(), {}) {}
     // A moved-from Dims is empty, as a moved-from vector is.
     Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), count_(other.count_) {
       std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
