@@ -138,7 +138,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     // never deflates storages).
     common::AlignedBuffer inflated;
     std::span<const std::byte> source;
-    std::size_t swap_unit = 1;
+    std::uint8_t swap_unit = 1;
     const common::MappedFile* file = nullptr;  // reads `source` when it is bytes of the file
     if (tensor.storage().is_placed()) {
       source = source_state.cpu_bytes;

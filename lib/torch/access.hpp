@@ -83,7 +83,8 @@ struct Access {
   // std::make_shared cannot call Storage's private constructor; this member class, which
   // friendship lets construct its base, can.
   // The state comes first among the bases, so it is constructed before the Storage that refers
-  // to it and destroyed after.
+  // to it and destroyed after; its last fields, which passes over all storages read
+  // (StorageState), then share a cache line with the Storage's pointer to it.
   struct OwnedStorageState {
     StorageState state;
   };

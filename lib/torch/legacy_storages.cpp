@@ -184,8 +184,8 @@ void LegacyStorages::assign_data(const legacy::Stream& stream) {
                                     keys[i], state.numel, static_cast<std::int64_t>(data[i].count)),
                         {.offset = data[i].count_offset});
     }
-    state.file_range = internal::FileRange{
-        .offset = data[i].bytes.offset, .size = data[i].bytes.size, .file = file_};
+    state.file_range = std::make_unique<internal::FileRange>(internal::FileRange{
+        .offset = data[i].bytes.offset, .size = data[i].bytes.size, .file = file_});
   }
 }
 

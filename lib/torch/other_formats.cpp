@@ -61,7 +61,8 @@ void open_safetensors(internal::CheckpointState& state) {
     storage_state.dtype = entry.dtype;
     storage_state.numel = entry.nbytes / element_size(entry.dtype);
     storage_state.nbytes = entry.nbytes;
-    storage_state.file_range = internal::FileRange{.offset = entry.offset, .size = entry.nbytes};
+    storage_state.file_range = std::make_unique<internal::FileRange>(
+        internal::FileRange{.offset = entry.offset, .size = entry.nbytes});
     auto storage = internal::Access::make_storage(std::move(storage_state));
 
     // Row-major ('C' order, as safetensors stores every tensor).

@@ -72,7 +72,7 @@ std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
   state.dtype = dtype;
   state.nbytes = range.size;
   state.numel = range.size / element_size(dtype);
-  state.file_range = std::move(range);
+  state.file_range = std::make_unique<internal::FileRange>(std::move(range));
   state.in_pickle = true;
   state.follows_map_location = follows_map_location;
   if (big_endian) state.swap_unit = internal::swap_unit_for(dtype);

@@ -95,8 +95,8 @@ void point_at_file(internal::StorageState& storage,
                                          record.name),
                              {.record = std::string(record.name)});
     }
-    storage.file_range = internal::FileRange{
-        .offset = base + record.data_offset, .size = storage.nbytes, .file = file};
+    storage.file_range = std::make_unique<internal::FileRange>(internal::FileRange{
+        .offset = base + record.data_offset, .size = storage.nbytes, .file = file});
     storage.record = nullptr;
   } else if (storage.file_range && !storage.file_range->file) {
     storage.file_range->offset += base;

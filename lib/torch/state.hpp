@@ -47,43 +47,46 @@ struct FileRange {
 /// On the meta device a storage has a size and no bytes.
 struct MetaPlacement {};
 
+// A checkpoint of 100 000 tensors has 100 000 of these, and load() walks them several times
+// (unused storages, devices, placement, teardown): each walk costs a cache miss per storage for
+// every 64 bytes it reads. So the state is small, and what those walks read sits at its end,
+// beside the Storage that points to it (Access::ConstructibleStorage puts it just after).
 struct StorageState {
   std::string key;
   std::string location;
-  Dtype dtype = Dtype::kUInt8;
-  std::uint64_t numel = 0;
-  std::uint64_t nbytes = 0;
-  /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
-  /// while the Checkpoint lives; only placement, inside load(), reads it).
-  const zip::Entry* record = nullptr;
-  /// Or, in a legacy stream (which has no records), the range of the file holding the bytes.
-  std::optional<FileRange> file_range;
-  /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
-  std::size_t swap_unit = 1;
-  /// The bytes are held by the pickle itself (a numpy array's data), not by a storage record.
-  bool in_pickle = false;
-  /// Whether map_location decides the device. Not for a numpy array: torch.load leaves numpy
-  /// arrays on the CPU whatever map_location says.
-  bool follows_map_location = true;
-
-  /// Its position in CheckpointState::storages, set when unused storages are counted.
-  std::size_t index = SIZE_MAX;
-
-  Device device = Device::cpu();
+  /// In a legacy stream (which has no records), a safetensors file, a DCP item or a numpy array:
+  /// the range of the file holding the bytes. Null for a zip record.
+  std::unique_ptr<FileRange> file_range;
   std::variant<std::monostate, FileView, common::AlignedBuffer, std::unique_ptr<DeviceMemory>,
                MetaPlacement>
       placement;
   /// The bytes, when placed on the CPU (a view of the file or of the owned buffer).
   std::span<const std::byte> cpu_bytes;
+  std::uint64_t numel = 0;
+  Device device = Device::cpu();
+  Dtype dtype = Dtype::kUInt8;
+  /// Multi-byte elements of a big-endian file need swapping in units of this many bytes.
+  std::uint8_t swap_unit = 1;
+  /// The bytes are held by the pickle itself (a numpy array's data), not by a storage record.
+  bool in_pickle = false;
+  /// Whether map_location decides the device. Not for a numpy array: torch.load leaves numpy
+  /// arrays on the CPU whatever map_location says.
+  bool follows_map_location = true;
+  std::uint64_t nbytes = 0;
+  /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
+  /// while the Checkpoint lives; only placement, inside load(), reads it).
+  const zip::Entry* record = nullptr;
+  /// Its position in CheckpointState::storages, set when unused storages are counted.
+  std::size_t index = SIZE_MAX;
 };
 
 /// The unit a big-endian file's elements of `dtype` are swapped in: the element, or each half of
 /// a complex number (torch/_utils.py _byteswap goes through the real dtype).
-[[nodiscard]] inline std::size_t swap_unit_for(Dtype dtype) noexcept {
-  const std::size_t size = element_size(dtype);
+[[nodiscard]] inline std::uint8_t swap_unit_for(Dtype dtype) noexcept {
+  const auto size = static_cast<std::uint8_t>(element_size(dtype));
   const bool is_complex =
       dtype == Dtype::kComplex32 || dtype == Dtype::kComplex64 || dtype == Dtype::kComplex128;
-  return is_complex ? size / 2 : size;
+  return is_complex ? static_cast<std::uint8_t>(size / 2) : size;
 }
 
 /// Where a storage's bytes start in the file (its record's data, or its legacy range): the order

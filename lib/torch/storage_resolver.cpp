@@ -104,9 +104,9 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   const auto record_index =
       static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
   PTHLOAD_ASSERT(record_index < storage_by_record_.size());
-  auto& cached = storage_by_record_[record_index];
+  std::size_t& cached = storage_by_record_[record_index];
   // torch caches storages by key: the first persistent id for a key wins.
-  if (cached) return {.storage = cached};
+  if (cached != 0) return {.storage = checkpoint_.storages[cached - 1]};
   // Every persistent id of a pickle names its storage type with the same memoized global, most
   // often: the last one's dtype is kept.
   std::optional<Dtype> dtype;
@@ -140,9 +140,10 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   state.record = record;
   if (checkpoint_.big_endian) state.swap_unit = internal::swap_unit_for(*dtype);
   if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
-  cached = internal::Access::make_storage(std::move(state), storage_arena_);
-  checkpoint_.storages.push_back(cached);
-  return {.storage = cached};
+  cached = checkpoint_.storages.size() + 1;
+  checkpoint_.storages.push_back(
+      internal::Access::make_storage(std::move(state), storage_arena_));
+  return {.storage = checkpoint_.storages.back()};
 }
 
 }  // namespace pthload::torch

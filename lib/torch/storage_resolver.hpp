@@ -53,8 +53,11 @@ class StorageResolver {
   // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
   std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
-  // anyway, so its index finds the storage without hashing the key again.
-  std::vector<std::shared_ptr<Storage>> storage_by_record_;
+  // anyway, so its index finds the storage without hashing the key again. Positions in the
+  // checkpoint's storages (which own them) plus one, 0 for none: holding shared pointers here
+  // cost an atomic increment per storage and, when the resolver went, a pass over every
+  // storage's count to release them.
+  std::vector<std::size_t> storage_by_record_;
   // Where the storages are made (Access::make_storage), from the first one on.
   std::shared_ptr<common::BumpArena> storage_arena_;
   // The storage type of the last persistent id whose type was a global, and its dtype.

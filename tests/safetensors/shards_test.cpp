@@ -238,7 +238,7 @@ TEST_SUITE("fixtures") {
           CHECK_FALSE(maps_file(*pthload::internal::Access::state(from_folder).file));
           for (const auto& storage : from_folder.storages()) {
             const auto& range = pthload::internal::Access::state(*storage).file_range;
-            REQUIRE(range.has_value());
+            REQUIRE(range != nullptr);
             CHECK_FALSE(maps_file(*range->file));
           }
         } else {
