@@ -850,7 +850,14 @@ Result Interpreter::run() {
 Machine::Machine(const Limits& limits) : limits_(limits) {}
 
 Result Machine::run(std::span<const std::byte> input, const RunOptions& options) {
-  return Interpreter(*this, input, options).run();
+  Interpreter interpreter(*this, input, options);
+  try {
+    return interpreter.run();
+  } catch (...) {
+    // The interpreter, and with it every value it made, goes only after this handler.
+    if (options.on_abandon) options.on_abandon();
+    throw;
+  }
 }
 
 }  // namespace pthload::pickle

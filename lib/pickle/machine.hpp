@@ -43,6 +43,10 @@ struct RunOptions {
   /// them: Python's unpickler imports and calls a value even when it is popped off the stack
   /// afterwards. Must not throw.
   std::function<void(const Value& value)> on_global_or_call;
+  /// Called when run() throws, before the values it made are released: whatever reads them on
+  /// another thread meanwhile (the torch layer's prebuilt tensors) must stop first. Must not
+  /// throw.
+  std::function<void()> on_abandon;
 };
 
 /// Runs pickles. Holds its limits and scratch space (stack, marks, memo) reused from run to
