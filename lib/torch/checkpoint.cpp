@@ -64,6 +64,11 @@ std::string_view as_text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
+// From this size of data.pkl on (a few thousand tensors), its dense tensors are rebuilt on a
+// second thread while the pickle runs (torch/prebuilt_tensors.hpp): below it, starting the thread
+// costs more than the overlap saves.
+constexpr std::size_t kPrebuildPickleBytes = std::size_t{256} << 10;
+
 void open_zip(internal::CheckpointState& state, const LoadOptions& options,
               std::optional<zip::CentralDirectory> central_directory) {
   state.archive = central_directory ? zip::Archive::parse(*state.file, options.limits,
@@ -118,9 +123,12 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
   common::with_context({.record = data_pickle->name}, [&] {
     pickle::Machine machine(options.limits);
     const auto bytes = pickle_bytes.bytes();
-    state.pickle = machine.run(bytes);
-    state.pickle_bytes.emplace(std::move(pickle_bytes));
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
+    pickle::RunOptions run_options;
+    if (bytes.size() >= kPrebuildPickleBytes) builder.prebuild_during(run_options);
+    state.pickle = machine.run(bytes, run_options);
+    builder.prebuilding_done();
+    state.pickle_bytes.emplace(std::move(pickle_bytes));
     // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
     // more bytes than naming them did.
     state.tensors.reserve(state.archive->entries().size());

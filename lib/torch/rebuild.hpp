@@ -24,6 +24,7 @@
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/globals.hpp"
+#include "torch/prebuilt_tensors.hpp"
 #include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
 
@@ -50,6 +51,9 @@ struct RebuildContext {
   /// nothing for them. A function that rebuilds tensors of its arguments in between copies them.
   std::vector<std::int64_t> sizes_scratch{};
   std::vector<std::int64_t> strides_scratch{};
+  /// Dense tensors rebuilt while the pickle ran (prebuilt_tensors.hpp), which tensor_of takes
+  /// instead of rebuilding them; null when there are none.
+  PrebuiltTensors* prebuilt = nullptr;
 };
 
 // ---- the dispatch (tensor_builder.cpp), which the families call for their arguments' tensors

@@ -47,6 +47,7 @@ StorageResolver::StorageResolver(internal::CheckpointState& checkpoint, std::str
   // A checkpoint has about one storage per record and a few tensors per storage.
   const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
   storage_by_record_.resize(records);
+  made_.reserve(records);
   checkpoint_.storages.reserve(records);
 }
 
@@ -106,7 +107,11 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   PTHLOAD_ASSERT(record_index < storage_by_record_.size());
   std::size_t& cached = storage_by_record_[record_index];
   // torch caches storages by key: the first persistent id for a key wins.
-  if (cached != 0) return {.storage = checkpoint_.storages[cached - 1]};
+  if (cached != 0) {
+    Made& made = made_[cached - 1];
+    return {.storage =
+                registration_deferred_ && made.owner != nullptr ? made.owner : registered(made)};
+  }
   // Every persistent id of a pickle names its storage type with the same memoized global, most
   // often: the last one's dtype is kept.
   std::optional<Dtype> dtype;
@@ -140,10 +145,29 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   state.record = record;
   if (checkpoint_.big_endian) state.swap_unit = internal::swap_unit_for(*dtype);
   if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
-  cached = checkpoint_.storages.size() + 1;
-  checkpoint_.storages.push_back(
-      internal::Access::make_storage(std::move(state), storage_arena_));
-  return {.storage = checkpoint_.storages.back()};
+  auto storage = internal::Access::make_storage(std::move(state), storage_arena_);
+  Storage* made = storage.get();
+  made_.push_back({.owner = std::move(storage), .storage = made});
+  cached = made_.size();
+  return {.storage = registration_deferred_ ? made_.back().owner : registered(made_.back())};
+}
+
+const std::shared_ptr<Storage>& StorageResolver::registered(Made& made) {
+  if (made.owner == nullptr) {
+    return checkpoint_.storages[internal::Access::state(*made.storage).index];
+  }
+  internal::Access::state(*made.storage).index = checkpoint_.storages.size();
+  checkpoint_.storages.push_back(std::move(made.owner));
+  return checkpoint_.storages.back();
+}
+
+const std::shared_ptr<Storage>& StorageResolver::register_storage(const Storage& storage) {
+  const zip::Entry* record = internal::Access::state(storage).record;
+  PTHLOAD_ASSERT(record != nullptr && checkpoint_.archive);  // made by resolve() for a record
+  const auto record_index =
+      static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
+  PTHLOAD_ASSERT(storage_by_record_[record_index] != 0);
+  return registered(made_[storage_by_record_[record_index] - 1]);
 }
 
 }  // namespace pthload::torch

@@ -41,6 +41,16 @@ class StorageResolver {
   /// kTorchUnknownStorageType, kTorchStorageTooSmall, kTorchBadRebuildArguments (no storage).
   [[nodiscard]] StorageRef resolve(const pickle::Value& persistent);
 
+  /// Whether storages resolve() makes join the checkpoint's storages at once (the default) or
+  /// only when register_storage() is called for them: tensors prebuilt on another thread while
+  /// the pickle runs (prebuilt_tensors.hpp) make their storages in pickle order, and the
+  /// checkpoint lists them in the order the naming walk meets them, as it lists those it makes
+  /// itself. Set while no other call runs.
+  void set_registration_deferred(bool deferred) noexcept { registration_deferred_ = deferred; }
+  /// Makes `storage`, which resolve() made for a storage record, one of the checkpoint's
+  /// storages if it is not yet, and returns the checkpoint's pointer to it.
+  const std::shared_ptr<Storage>& register_storage(const Storage& storage);
+
  private:
   // The archive's entry named `name`, or nullptr: the entry after the last one found when that
   // is it (one string comparison), else Archive::find (a hash and a binary search).
@@ -52,12 +62,21 @@ class StorageResolver {
   const LegacyStorages* legacy_ = nullptr;
   // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
   std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
+  // A storage made for a record: owned here until registered, then by the checkpoint's storages
+  // (at StorageState::index).
+  struct Made {
+    std::shared_ptr<Storage> owner;
+    Storage* storage;
+  };
+  const std::shared_ptr<Storage>& registered(Made& made);
+  // Every storage made for a record, in the order made.
+  std::vector<Made> made_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
-  // anyway, so its index finds the storage without hashing the key again. Positions in the
-  // checkpoint's storages (which own them) plus one, 0 for none: holding shared pointers here
-  // cost an atomic increment per storage and, when the resolver went, a pass over every
-  // storage's count to release them.
+  // anyway, so its index finds the storage without hashing the key again. Positions in made_
+  // plus one, 0 for none: holding a second shared pointer here cost an atomic increment per
+  // storage and, when the resolver went, a pass over every storage's count to release them.
   std::vector<std::size_t> storage_by_record_;
+  bool registration_deferred_ = false;
   // Where the storages are made (Access::make_storage), from the first one on.
   std::shared_ptr<common::BumpArena> storage_arena_;
   // The storage type of the last persistent id whose type was a global, and its dtype.

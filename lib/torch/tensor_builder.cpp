@@ -65,7 +65,34 @@ std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
   if (kind == KnownGlobal::kNumpyReconstruct || kind == KnownGlobal::kNumpyScalar) {
     return numpy_tensor(context, value);
   }
+  if (context.prebuilt != nullptr && PrebuiltTensors::may_hold(value, kind)) {
+    if (auto tensor = context.prebuilt->take(value)) {
+      // The storage joins the checkpoint's now, where rebuilding the call would have made it.
+      (void)context.storages.register_storage(tensor->storage());
+      return tensor;
+    }
+  }
   return rebuild_kind(context, kind, value.callable(), value.args());
+}
+
+void TensorBuilder::prebuild_during(pickle::RunOptions& options) {
+  context_.storages.set_registration_deferred(true);
+  prebuilt_ = std::make_unique<PrebuiltTensors>(context_);
+  PrebuiltTensors* prebuilt = prebuilt_.get();
+  options.on_global_or_call = [prebuilt](const Value& value) { prebuilt->on_call(value); };
+  options.on_abandon = [prebuilt] { prebuilt->stop(); };
+}
+
+void TensorBuilder::prebuilding_done() {
+  if (!prebuilt_) return;
+  prebuilt_->finish();
+  context_.storages.set_registration_deferred(false);
+  context_.prebuilt = prebuilt_.get();
+}
+
+std::pair<std::size_t, std::size_t> TensorBuilder::prebuilt_counts() const noexcept {
+  if (!prebuilt_) return {0, 0};
+  return {prebuilt_->handed_over(), prebuilt_->rebuilt()};
 }
 
 std::optional<Tensor> rebuild(RebuildContext& context, const Value& function, const Value& args) {

@@ -2,14 +2,18 @@
 // (torch/serialization.py _load.persistent_load; torch/_utils.py _rebuild_tensor*).
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "pickle/machine.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/legacy_storages.hpp"
+#include "torch/prebuilt_tensors.hpp"
 #include "torch/rebuild.hpp"
 #include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
@@ -44,6 +48,16 @@ class TensorBuilder {
     return torch::tensor_of(context_, value);
   }
 
+  /// Makes `options` hand the dense rebuild calls of the pickle it runs to a worker thread that
+  /// rebuilds them meanwhile (prebuilt_tensors.hpp), for tensor_of() to take. Call
+  /// prebuilding_done() when the run returns; a run that throws stops the worker itself
+  /// (RunOptions::on_abandon). Without a thread to spare, tensor_of() rebuilds every call.
+  void prebuild_during(pickle::RunOptions& options);
+  /// Waits for the worker; tensor_of() then takes what it rebuilt.
+  void prebuilding_done();
+  /// The worker's count of calls handed over and rebuilt, {0, 0} without one (tests).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> prebuilt_counts() const noexcept;
+
   /// Why the last tensor_of() that returned nullopt left a tensor-like value opaque (a numpy
   /// object array...), once; nullopt when it was simply no tensor. Clears the reason.
   [[nodiscard]] std::optional<std::string> take_opaque_reason() {
@@ -52,6 +66,8 @@ class TensorBuilder {
 
  private:
   RebuildContext context_;
+  // After context_, which its worker uses: stopped before the context goes.
+  std::unique_ptr<PrebuiltTensors> prebuilt_;
 };
 
 }  // namespace pthload::torch

@@ -11,6 +11,8 @@
 #include "faults/checkpoint_writer.hpp"
 #include "faults/support.hpp"
 #include "pthload/pthload.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/pickle_writer.hpp"
 
 namespace pthload::faults {
 namespace {
@@ -72,6 +74,34 @@ TEST_CASE("threads: a copy load reads its storages with several threads") {
     CHECK(digest(load(file.path(), options)) == expected);
     CHECK(placed_seen == (std::uint64_t{10} << 20) * 4);
   }
+}
+
+TEST_CASE("threads: the tensors of a large pickle are rebuilt on a second thread as it runs") {
+  // 6000 tensors: a pickle past the size from which open() rebuilds dense tensors on a worker
+  // thread while the machine runs (torch/prebuilt_tensors.hpp); under ThreadSanitizer, the
+  // worker's reads of the machine's values and the hand-over of its results are checked.
+  test::PickleWriter p;
+  p.empty_dict();
+  std::vector<test::zip_build::Record> records;
+  for (int i = 0; i < 6000; ++i) {
+    p.str("state." + std::to_string(i))
+        .tensor_v2("FloatStorage", std::to_string(i / 2), 4, i % 2 * 2, {2}, {1});
+    p.setitem();
+    if (i % 2 == 0)
+      records.push_back(
+          {.name = "ck/data/" + std::to_string(i / 2), .data = test::float_record(4)});
+  }
+  const auto file = test::checkpoint_file(p.stop().bytes(), records);
+  const Checkpoint first = load(file.path());
+  REQUIRE(first.tensors().size() == 6000);
+  CHECK(first.storages().size() == 3000);
+  CHECK(first.tensor("state.5").storage().key() == "2");
+  const std::uint64_t expected = digest(first);
+  std::atomic<int> equal{0};
+  on_threads([&](int) {
+    if (digest(load(file.path())) == expected) ++equal;
+  });
+  CHECK(equal == kThreads);
 }
 
 TEST_CASE("threads: eight threads read one loaded Checkpoint") {

@@ -1,0 +1,172 @@
+// The worker that rebuilds dense tensors while the pickle runs (prebuilt_tensors.hpp).
+#include "torch/prebuilt_tensors.hpp"
+
+#include <system_error>
+#include <utility>
+
+#include "torch/globals.hpp"
+#include "torch/rebuild.hpp"
+
+namespace pthload::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// Calls handed over together: one lock and one wake-up per batch. Small enough that the worker
+// starts while the machine is early in a large pickle.
+constexpr std::size_t kBatchCalls = 512;
+
+}  // namespace
+
+bool PrebuiltTensors::is_dense_kind(KnownGlobal kind) noexcept {
+  return kind == KnownGlobal::kRebuildTensor || kind == KnownGlobal::kRebuildTensorV2 ||
+         kind == KnownGlobal::kRebuildTensorV3;
+}
+
+bool PrebuiltTensors::may_hold(const Value& call, KnownGlobal kind) noexcept {
+  if (!is_dense_kind(kind)) return false;
+  const auto args = call.args().items();
+  // A storage pickled by plain pickle (torch.storage._load_from_bytes) is read from a nested
+  // stream whose storages join the checkpoint as they are read: left to the walk.
+  return !args.empty() && args[0]->is(Kind::kPersistent);
+}
+
+PrebuiltTensors::PrebuiltTensors(RebuildContext& context) : context_(context) {
+  try {
+    batch_.reserve(kBatchCalls);
+    worker_ = std::jthread([this] { work(); });
+  } catch (const std::system_error&) {
+    finished_ = true;  // no thread: every call is left to the walk
+  } catch (const std::bad_alloc&) {
+    finished_ = true;
+  }
+}
+
+PrebuiltTensors::~PrebuiltTensors() {
+  stop();
+}
+
+bool PrebuiltTensors::is_dense_rebuild(const Value& call) noexcept {
+  const Value& callable = call.callable();
+  if (&callable == last_other_) return false;
+  if (&callable != last_dense_) {
+    const KnownGlobal kind = classify_global(callable);
+    if (!is_dense_kind(kind)) {
+      last_other_ = &callable;
+      return false;
+    }
+    last_dense_ = &callable;
+  }
+  const auto args = call.args().items();
+  return !args.empty() && args[0]->is(Kind::kPersistent);
+}
+
+void PrebuiltTensors::on_call(const Value& value) noexcept {
+  if (finished_ || !value.is(Kind::kCall) || !is_dense_rebuild(value)) return;
+  try {
+    batch_.push_back(&value);
+    ++handed_over_;
+    if (batch_.size() >= kBatchCalls) hand_over_batch();
+  } catch (...) {
+    // No memory for the batch: its calls are left to the walk.
+  }
+}
+
+void PrebuiltTensors::hand_over_batch() {
+  {
+    const std::lock_guard lock(mutex_);
+    if (queued_.empty()) {
+      queued_.swap(batch_);
+    } else {
+      queued_.insert(queued_.end(), batch_.begin(), batch_.end());
+      batch_.clear();
+    }
+  }
+  wake_worker_.notify_one();
+  batch_.reserve(kBatchCalls);  // the worker's emptied batch, most often: no allocation
+}
+
+void PrebuiltTensors::work() {
+  std::vector<const Value*> calls;
+  const Value* last_callable = nullptr;
+  KnownGlobal last_kind = KnownGlobal::kOther;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_worker_.wait(lock, [this] { return !queued_.empty() || closed_; });
+      if (discard_ || queued_.empty()) return;
+      calls.swap(queued_);
+    }
+    for (const Value* call : calls) {
+      const Value& callable = call->callable();
+      if (&callable != last_callable) {
+        last_callable = &callable;
+        last_kind = classify_global(callable);
+      }
+      Built built{.call = call, .tensor = std::nullopt};
+      try {
+        built.tensor = rebuild_dense(context_, last_kind, callable, call->args());
+      } catch (...) {
+        // Left to the walk, which rebuilds the call and reports what is wrong with it where
+        // it would have without the worker.
+      }
+      try {
+        const bool rebuilt = built.tensor.has_value();
+        built_.push_back(std::move(built));
+        rebuilt_ += rebuilt ? 1 : 0;
+      } catch (...) {
+        return;  // no memory: the calls from here on are the walk's
+      }
+    }
+    calls.clear();
+  }
+}
+
+void PrebuiltTensors::close(bool discard) noexcept {
+  if (!worker_.joinable()) return;
+  try {
+    if (!discard && !batch_.empty()) hand_over_batch();
+  } catch (...) {
+    // The batch stays the walk's: its calls are simply not prebuilt.
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    closed_ = true;
+    discard_ = discard;
+  }
+  wake_worker_.notify_one();
+  worker_.join();
+}
+
+void PrebuiltTensors::finish() noexcept {
+  close(false);
+  finished_ = true;
+}
+
+void PrebuiltTensors::stop() noexcept {
+  close(true);
+  finished_ = true;
+}
+
+std::optional<Tensor> PrebuiltTensors::take(const Value& call) {
+  if (worker_.joinable()) return std::nullopt;  // finish() first
+  while (next_ < built_.size() && !built_[next_].tensor)
+    ++next_;  // taken out of order, or failed
+  if (next_ < built_.size() && built_[next_].call == &call) {
+    return std::exchange(built_[next_++].tensor, std::nullopt);
+  }
+  // Out of the pickle's order (or a call reached twice, or one the worker never had): look it
+  // up among those not taken in order.
+  if (!by_call_) {
+    by_call_.emplace();
+    by_call_->reserve(built_.size() - std::min(next_, built_.size()));
+    for (std::size_t i = next_; i < built_.size(); ++i)
+      by_call_->emplace(built_[i].call, i);
+  }
+  const auto found = by_call_->find(&call);
+  if (found == by_call_->end()) return std::nullopt;
+  return std::exchange(built_[found->second].tensor, std::nullopt);
+}
+
+}  // namespace pthload::torch

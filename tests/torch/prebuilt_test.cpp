@@ -1,0 +1,274 @@
+// Tensors rebuilt on a second thread while the pickle runs (torch/prebuilt_tensors.hpp): the same
+// pickles built with and without the worker must give the same tensors, the same storages in the
+// same order, and the same errors.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pickle/machine.hpp"
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/pickle_writer.hpp"
+#include "support/zip_builder.hpp"
+#include "torch/naming.hpp"
+#include "torch/state.hpp"
+#include "torch/tensor_builder.hpp"
+#include "zip/archive.hpp"
+
+using pthload::Errc;
+using pthload::test::float_record;
+using pthload::test::PickleWriter;
+namespace zip_build = pthload::test::zip_build;
+
+namespace {
+
+// LONG_BINPUT and LONG_BINGET: memo keys past the writer's one-byte ones.
+void put(PickleWriter& p, std::uint32_t key) {
+  std::string op = "r";
+  for (int i = 0; i < 4; ++i)
+    op += static_cast<char>((key >> (8 * i)) & 0xff);
+  p.raw(op);
+}
+void get(PickleWriter& p, std::uint32_t key) {
+  std::string op = "j";
+  for (int i = 0; i < 4; ++i)
+    op += static_cast<char>((key >> (8 * i)) & 0xff);
+  p.raw(op);
+}
+
+// A tensor of 2 floats at `offset` of the 8-float storage `key`.
+void tensor(PickleWriter& p, int key, std::int64_t offset = 0) {
+  p.tensor_v2("FloatStorage", std::to_string(key), 8, offset, {2}, {1});
+}
+
+struct Listed {
+  std::string name;
+  std::string key;
+  pthload::Dtype dtype;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  std::int64_t offset;
+  bool requires_grad;
+  friend bool operator==(const Listed&, const Listed&) = default;
+};
+
+struct Outcome {
+  std::vector<Listed> tensors;
+  std::vector<std::string> storage_keys;
+  std::optional<Errc> error;
+  std::string message;
+  std::size_t handed_over = 0;
+  std::size_t rebuilt = 0;
+};
+
+// Runs `pickle` over records "ck/data/0" ... "ck/data/<records - 1>" as open() runs data.pkl,
+// with or without the worker.
+Outcome build(const std::string& pickle, int records, bool prebuild) {
+  std::vector<zip_build::Record> files{{.name = "ck/data.pkl", .data = pickle}};
+  for (int key = 0; key < records; ++key)
+    files.push_back({.name = "ck/data/" + std::to_string(key), .data = float_record(8)});
+  const auto zip = zip_build::build(files).bytes;
+  const pthload::Limits limits;
+  pthload::internal::CheckpointState state;
+  state.archive = pthload::zip::Archive::parse(zip, limits);
+  const auto bytes = state.archive->read(state.archive->at("ck/data.pkl")).bytes();
+  Outcome outcome;
+  pthload::torch::TensorBuilder builder(state, "ck/data/", limits);
+  try {
+    pthload::pickle::RunOptions options;
+    if (prebuild) builder.prebuild_during(options);
+    state.pickle = pthload::pickle::Machine(limits).run(bytes, options);
+    builder.prebuilding_done();
+    pthload::torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder,
+                                          limits, state.tensors, state.opaque_values);
+  } catch (const pthload::Error& e) {
+    outcome.error = e.code();
+    outcome.message = e.what();
+  }
+  std::tie(outcome.handed_over, outcome.rebuilt) = builder.prebuilt_counts();
+  for (const auto& named : state.tensors) {
+    const auto& t = named.tensor;
+    outcome.tensors.push_back({named.name, std::string(t.storage().key()), t.dtype(),
+                               std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()),
+                               std::vector<std::int64_t>(t.strides().begin(), t.strides().end()),
+                               t.storage_offset(), t.requires_grad()});
+  }
+  for (const auto& storage : state.storages)
+    outcome.storage_keys.emplace_back(storage->key());
+  return outcome;
+}
+
+void check_same(const Outcome& walked, const Outcome& prebuilt) {
+  CHECK(prebuilt.tensors == walked.tensors);
+  CHECK(prebuilt.storage_keys == walked.storage_keys);
+  CHECK(prebuilt.error == walked.error);
+  CHECK(prebuilt.message == walked.message);
+  CHECK(walked.handed_over == 0);
+}
+
+}  // namespace
+
+TEST_CASE("torch: tensors rebuilt while the pickle runs are those the walk rebuilds") {
+  // 3000 entries (several of the worker's batches): views sharing storages, Parameters around
+  // rebuild calls, tied weights fetched from the memo, a tensor whose storage is a bare list.
+  PickleWriter p;
+  p.empty_dict();
+  constexpr int kEntries = 3000;
+  for (int i = 0; i < kEntries; ++i) {
+    p.str("t" + std::to_string(i));
+    if (i % 7 == 3) {
+      p.global("torch._utils", "_rebuild_parameter");
+      tensor(p, i / 2, 2);
+      p.boolean(true).global("collections", "OrderedDict").empty_tuple().reduce();
+      p.op('\x87').reduce();  // TUPLE3: (data, requires_grad, hooks)
+    } else {
+      tensor(p, i / 2, i % 2 == 0 ? 0 : 4);  // two views of each storage
+    }
+    put(p, static_cast<std::uint32_t>(i));
+    p.setitem();
+  }
+  for (int i = 0; i < 100; ++i) {  // tied weights: the same calls again, from the memo
+    p.str("tied" + std::to_string(i));
+    get(p, static_cast<std::uint32_t>(i * 13));
+    p.setitem();
+  }
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, kEntries / 2, false);
+  const Outcome prebuilt = build(pickle, kEntries / 2, true);
+  REQUIRE_FALSE(walked.error);
+  CHECK(walked.tensors.size() == kEntries + 100);
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.handed_over == kEntries);
+  CHECK(prebuilt.rebuilt == kEntries);
+}
+
+TEST_CASE("torch: tensors the walk meets out of the pickle's order keep the walk's storage order") {
+  // The calls are made under a MARK and dropped (POP_MARK), kept by the memo, then named in the
+  // reverse order; every third is never named, and its storage must not be listed.
+  PickleWriter p;
+  p.mark();
+  constexpr int kTensors = 1500;
+  for (int i = 0; i < kTensors; ++i) {
+    tensor(p, i);
+    put(p, static_cast<std::uint32_t>(i));
+  }
+  p.op('1').empty_dict();  // POP_MARK
+  for (int i = kTensors - 1; i >= 0; --i) {
+    if (i % 3 == 0) continue;
+    p.str("r" + std::to_string(i));
+    get(p, static_cast<std::uint32_t>(i));
+    p.setitem();
+  }
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, kTensors, false);
+  const Outcome prebuilt = build(pickle, kTensors, true);
+  REQUIRE_FALSE(walked.error);
+  CHECK(walked.tensors.size() == kTensors - kTensors / 3);
+  CHECK(walked.storage_keys.front() == std::to_string(kTensors - 1));
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.rebuilt == kTensors);
+}
+
+TEST_CASE("torch: a call the worker cannot rebuild fails as the walk fails it") {
+  const auto pickle_with = [](const std::function<void(PickleWriter&)>& bad) {
+    PickleWriter p;
+    p.empty_dict();
+    for (int i = 0; i < 1200; ++i) {
+      p.str("t" + std::to_string(i));
+      if (i == 700) {
+        bad(p);
+      } else {
+        tensor(p, i % 100);
+      }
+      p.setitem();
+    }
+    return p.stop().bytes();
+  };
+  struct Case {
+    const char* what;
+    std::string pickle;
+    int records;
+  };
+  const std::vector<Case> cases{
+      {"past its storage", pickle_with([](PickleWriter& p) { tensor(p, 5, 7); }), 100},
+      {"no record",
+       pickle_with([](PickleWriter& p) { p.tensor_v2("FloatStorage", "100", 8, 0, {2}, {1}); }),
+       100},
+      {"negative size",
+       pickle_with([](PickleWriter& p) { p.tensor_v2("FloatStorage", "5", 8, 0, {-2}, {1}); }),
+       100},
+      // Key 100 is met first here: keys met before are cached, whatever type names them again.
+      {"unknown storage type",
+       pickle_with([](PickleWriter& p) { p.tensor_v2("LemonStorage", "100", 8, 0, {2}, {1}); }),
+       101},
+  };
+  for (const auto& [what, pickle, records] : cases) {
+    CAPTURE(what);
+    const Outcome walked = build(pickle, records, false);
+    const Outcome prebuilt = build(pickle, records, true);
+    REQUIRE(walked.error);
+    check_same(walked, prebuilt);
+    CHECK(prebuilt.handed_over == 1200);
+    CHECK(prebuilt.rebuilt < prebuilt.handed_over);
+  }
+}
+
+TEST_CASE("torch: a pickle that fails after handing calls over stops the worker first") {
+  // No STOP, then a bad opcode: the machine throws just after handing over a full batch (4096
+  // calls are 8 of the worker's batches), while the worker is still rebuilding calls whose
+  // values the failed run releases: under ASan, a use after free unless it is stopped first.
+  for (const std::string ending : {"", "\xff"}) {
+    PickleWriter p;
+    p.empty_list().mark();
+    for (int i = 0; i < 4096; ++i)
+      tensor(p, i % 50);
+    p.raw(ending);
+    const Outcome walked = build(p.bytes(), 50, false);
+    const Outcome prebuilt = build(p.bytes(), 50, true);
+    REQUIRE(walked.error);
+    check_same(walked, prebuilt);
+    CHECK(prebuilt.handed_over == 4096);
+  }
+}
+
+TEST_CASE("torch: open() of a pickle large enough for the worker lists what a small one does") {
+  // The same tensors, once with a 300 KB string beside them (a pickle past the size from which
+  // open() starts the worker).
+  const auto pickle = [](bool padded) {
+    PickleWriter p;
+    p.empty_dict();
+    for (int i = 0; i < 600; ++i) {
+      p.str("t" + std::to_string(i));
+      tensor(p, (i * 7) % 200, i % 4);
+      p.setitem();
+    }
+    if (padded) p.str("padding").str(std::string(300'000, 'x')).setitem();
+    return p.stop().bytes();
+  };
+  std::vector<zip_build::Record> records;
+  for (int key = 0; key < 200; ++key)
+    records.push_back({.name = "ck/data/" + std::to_string(key), .data = float_record(8)});
+  const auto small = pthload::test::checkpoint_file(pickle(false), records);
+  const auto large = pthload::test::checkpoint_file(pickle(true), records);
+  const auto a = pthload::open(small.path());
+  const auto b = pthload::open(large.path());
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  for (std::size_t i = 0; i < a.tensors().size(); ++i) {
+    const auto& x = a.tensors()[i];
+    const auto& y = b.tensors()[i];
+    CHECK(x.name == y.name);
+    CHECK(x.tensor.storage().key() == y.tensor.storage().key());
+    CHECK(x.tensor.storage_offset() == y.tensor.storage_offset());
+    CHECK(x.tensor.sizes()[0] == y.tensor.sizes()[0]);
+  }
+  REQUIRE(a.storages().size() == b.storages().size());
+  for (std::size_t i = 0; i < a.storages().size(); ++i)
+    CHECK(a.storages()[i]->key() == b.storages()[i]->key());
+  CHECK(a.unused_storages().size() == b.unused_storages().size());
+}
