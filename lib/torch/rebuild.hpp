@@ -51,6 +51,11 @@ struct RebuildContext {
   /// nothing for them. A function that rebuilds tensors of its arguments in between copies them.
   std::vector<std::int64_t> sizes_scratch{};
   std::vector<std::int64_t> strides_scratch{};
+  /// The last callable tensor_of classified, and what it is: the calls of a pickle name their
+  /// function through one memoized global, so most lookups are this one comparison. (The values
+  /// tensor_of is given are the pickle's, which outlive the context: an address is not reused.)
+  const pickle::Value* last_callable = nullptr;
+  KnownGlobal last_kind = KnownGlobal::kOther;
   /// Dense tensors rebuilt while the pickle ran (prebuilt_tensors.hpp), which tensor_of takes
   /// instead of rebuilding them; null when there are none.
   PrebuiltTensors* prebuilt = nullptr;

@@ -61,7 +61,13 @@ std::optional<Tensor> rebuild_kind(RebuildContext& context, KnownGlobal kind, co
 
 std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
   if (!value.is(Kind::kCall)) return std::nullopt;
-  const KnownGlobal kind = classify_global(value.callable());
+  // A global's module and name never change, so its classification can be kept by address.
+  const Value& callable = value.callable();
+  if (&callable != context.last_callable) {
+    context.last_kind = classify_global(callable);
+    context.last_callable = &callable;
+  }
+  const KnownGlobal kind = context.last_kind;
   if (kind == KnownGlobal::kNumpyReconstruct || kind == KnownGlobal::kNumpyScalar) {
     return numpy_tensor(context, value);
   }
