@@ -148,7 +148,9 @@ class Walker {
   }
 
  private:
-  void visit(const Value& value, std::string name, std::size_t depth) {
+  // Lists `value` under `name` if it is a tensor (then its parts) or a tensor-like value left
+  // opaque, taking the name; returns false, having listed nothing, for anything else.
+  bool list_if_tensor(const Value& value, std::string& name) {
     if (auto tensor = builder_.tensor_of(value)) {
       value.set_walk_mark(kListedMark);
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
@@ -166,12 +168,17 @@ class Walker {
       for (auto& part : parts_)
         out_.push_back(std::move(part));
       parts_.clear();
-      return;
+      return true;
     }
     if (auto reason = builder_.take_opaque_reason()) {
       opaque_.push_back({std::move(name), std::move(*reason)});
-      return;
+      return true;
     }
+    return false;
+  }
+
+  void visit(const Value& value, std::string name, std::size_t depth) {
+    if (list_if_tensor(value, name)) return;
     if (on_path_.contains(&value)) return;  // a cycle
     if (depth >= limits_.max_pickle_nesting) {
       throw FormatError(Errc::kTorchLimitExceeded,
@@ -226,7 +233,20 @@ class Walker {
 
   void add(const Value& child, std::string name) {
     charge_step();
-    if (may_hold_tensors(child)) children_.push_back({&child, nullptr, std::move(name), 0});
+    if (may_hold_tensors(child)) add_child(child, std::move(name));
+  }
+
+  // A child the walk must visit. While no earlier sibling waits to be walked, a tensor is listed
+  // at once: it would be the next value visited, so the order is the same, and its frame is not
+  // made, moved and popped (100 000 of them in an optimizer state). It costs the step run()
+  // charges for each frame it visits; a child that is no tensor is pushed, and charged then.
+  void add_child(const Value& child, std::string name) {
+    if (children_.empty() && child.is(Kind::kCall)) {
+      charge_step();
+      if (list_if_tensor(child, name)) return;
+      --steps_;
+    }
+    children_.push_back({&child, nullptr, std::move(name), 0});
   }
 
   // Elements named by their index, counting from `first`; returns the next index.
@@ -234,9 +254,7 @@ class Walker {
                         std::size_t first) {
     for (const Value* item : items) {
       charge_step();
-      if (may_hold_tensors(*item)) {
-        children_.push_back({item, nullptr, join(name, std::to_string(first)), 0});
-      }
+      if (may_hold_tensors(*item)) add_child(*item, join(name, std::to_string(first)));
       ++first;
     }
     return first;
@@ -252,13 +270,11 @@ class Walker {
 
   void add_entry(const Value& key, const Value& item, const std::string& name, std::size_t index) {
     charge_step();
-    if (may_hold_tensors(item)) {
-      children_.push_back({&item, nullptr, entry_value_name(name, key, index), 0});
-    }
+    if (may_hold_tensors(item)) add_child(item, entry_value_name(name, key, index));
     // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
     // an object or a tuple holding one is walked as `<key N>`.
     if (may_hold_tensors(key) && !pickle::key_text(key)) {
-      children_.push_back({&key, nullptr, join(name, fmt::format("<key {}>", index)), 0});
+      add_child(key, join(name, fmt::format("<key {}>", index)));
     }
   }
 

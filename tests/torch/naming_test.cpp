@@ -169,6 +169,14 @@ TEST_CASE("torch naming: every container form torch rebuilds names its tensors")
          p.appends();
        },
        {"0.0", "1.0"}},
+      // Tensors before, between and after containers keep the order of the walk, which lists
+      // a container's leading tensors at once and the rest after the containers before them.
+      {"tensors and containers interleaved",
+       [](PickleWriter& p) {
+         p.empty_dict().mark().str("a").get(1).str("b").empty_dict().str("c").get(2).setitem();
+         p.str("d").get(2).str("e").empty_list().get(1).append().str("f").get(1).setitems();
+       },
+       {"a", "b.c", "d", "e.0", "f"}},
   };
   for (const auto& row : rows) {
     CAPTURE(row.form);
