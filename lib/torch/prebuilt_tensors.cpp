@@ -13,6 +13,29 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
+// Whether rebuild_dense, reading `call` on the worker, reads only what the machine cannot change
+// any more: tuples (a list given as a size, or as a persistent id, may still be appended to by
+// a later APPEND on the machine's thread), and the scalars, strings and globals in them. Only
+// kinds are read here, and a value's kind never changes. Anything else is left to the walk.
+bool has_frozen_arguments(const Value& call) noexcept {
+  const auto args = call.args().items();
+  if (args.empty() || !args[0]->is(Kind::kPersistent) ||
+      !args[0]->persistent_id().is(Kind::kTuple)) {
+    return false;
+  }
+  // size and stride: tuples, or torch.Size calls of tuples.
+  for (std::size_t i = 2; i < 4 && i < args.size(); ++i) {
+    const Value& dims = *args[i];
+    if (dims.is(Kind::kCall)) {
+      const auto size_args = dims.args().items();
+      if (size_args.empty() || !size_args[0]->is(Kind::kTuple)) return false;
+    } else if (!dims.is(Kind::kTuple)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Calls handed over together: one lock and one wake-up per batch. Small enough that the worker
 // starts while the machine is early in a large pickle.
 constexpr std::size_t kBatchCalls = 512;
@@ -110,7 +133,9 @@ void PrebuiltTensors::work() {
       }
       Built built{.call = call, .tensor = std::nullopt};
       try {
-        built.tensor = rebuild_dense(context_, last_kind, callable, call->args());
+        if (has_frozen_arguments(*call)) {
+          built.tensor = rebuild_dense(context_, last_kind, callable, call->args());
+        }
       } catch (...) {
         // Left to the walk, which rebuilds the call and reports what is wrong with it where
         // it would have without the worker.

@@ -219,6 +219,37 @@ TEST_CASE("torch: a call the worker cannot rebuild fails as the walk fails it") 
   }
 }
 
+TEST_CASE("torch: a size given as a list the pickle appends to later is left to the walk") {
+  // The worker must not read a list the machine may still change (under ThreadSanitizer, a data
+  // race): the call is the walk's, which sees the list as the pickle finally made it.
+  PickleWriter p;
+  p.empty_dict();
+  for (int i = 0; i < 1100; ++i) {
+    p.str("t" + std::to_string(i));
+    if (i == 600) {
+      p.global("torch._utils", "_rebuild_tensor_v2").mark();
+      p.storage("FloatStorage", "0", "cpu", 8).integer(0);
+      p.empty_list();
+      put(p, 60000);  // the size: [] now, [4] once appended to below
+      p.ints({1}).boolean(false);
+      p.global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
+    } else {
+      tensor(p, i % 8);
+    }
+    p.setitem();
+  }
+  get(p, 60000);
+  p.integer(4).append().op('0');  // APPEND 4 to the size list, POP it
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, 8, false);
+  const Outcome prebuilt = build(pickle, 8, true);
+  REQUIRE_FALSE(walked.error);
+  CHECK(walked.tensors[600].sizes == std::vector<std::int64_t>{4});
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.handed_over == 1100);
+  CHECK(prebuilt.rebuilt == 1099);
+}
+
 TEST_CASE("torch: a pickle that fails after handing calls over stops the worker first") {
   // No STOP, then a bad opcode: the machine throws just after handing over a full batch (4096
   // calls are 8 of the worker's batches), while the worker is still rebuilding calls whose
