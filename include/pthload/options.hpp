@@ -128,6 +128,12 @@ struct LoadOptions {
   /// hardware threads); 1: the loading thread alone. (Storages bound for a GPU are read by
   /// CudaOptions::reader_threads.)
   unsigned copy_threads = 0;
+  /// Threads that read a torch.save data.pkl of 256 KiB or more (a few thousand tensors): the
+  /// loading thread runs the pickle while one more rebuilds its tensors as they appear (storages
+  /// resolved, arguments and bounds checked), which the naming walk then only takes. 0: two when
+  /// the machine has more than one hardware thread; 1: the loading thread alone, which rebuilds
+  /// them after the pickle. The result is the same either way.
+  unsigned parse_threads = 0;
 };
 
 }  // namespace pthload

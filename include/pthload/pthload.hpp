@@ -7,6 +7,9 @@
 //   Storage through std::shared_ptr, whose count is atomic, so they may move between threads.
 // - A Checkpoint must not be changed (Checkpoint::to(), a load into it, assignment, destruction)
 //   while any other thread uses it or its bytes: the caller serialises those.
+// - open() and load() use threads of their own, joined before they return: one rebuilding the
+//   tensors of a large pickle while it runs (LoadOptions::parse_threads), readers of copies
+//   (LoadOptions::copy_threads) and of GPU staging (CudaOptions::reader_threads).
 // The `threads` test suite checks these rules under ThreadSanitizer in CI.
 //
 // Files that change. LoadOptions::io says how bytes are read. With the default (a mapping for

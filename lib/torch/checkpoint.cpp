@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "common/check.hpp"
 #include "common/mapped_file.hpp"
@@ -69,6 +70,11 @@ std::string_view as_text(std::span<const std::byte> bytes) {
 // costs more than the overlap saves.
 constexpr std::size_t kPrebuildPickleBytes = std::size_t{256} << 10;
 
+bool uses_parse_thread(const LoadOptions& options) noexcept {
+  if (options.parse_threads != 0) return options.parse_threads > 1;
+  return std::thread::hardware_concurrency() > 1;
+}
+
 void open_zip(internal::CheckpointState& state, const LoadOptions& options,
               std::optional<zip::CentralDirectory> central_directory) {
   state.archive = central_directory ? zip::Archive::parse(*state.file, options.limits,
@@ -125,7 +131,9 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     const auto bytes = pickle_bytes.bytes();
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     pickle::RunOptions run_options;
-    if (bytes.size() >= kPrebuildPickleBytes) builder.prebuild_during(run_options);
+    if (bytes.size() >= kPrebuildPickleBytes && uses_parse_thread(options)) {
+      builder.prebuild_during(run_options);
+    }
     state.pickle = machine.run(bytes, run_options);
     builder.prebuilding_done();
     state.pickle_bytes.emplace(std::move(pickle_bytes));

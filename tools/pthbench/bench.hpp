@@ -11,6 +11,8 @@ namespace pthbench {
 
 struct Options {
   int repetitions = 20;
+  /// LoadOptions::parse_threads of every load (-p N; 0: the library's default).
+  unsigned parse_threads = 0;
   std::vector<std::string> files;
 };
 

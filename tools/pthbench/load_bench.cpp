@@ -84,25 +84,27 @@ std::uint64_t tensor_bytes(const pthload::Checkpoint& checkpoint) {
 
 // What `once` runs: returns the bytes it concerned (tensor bytes, or file bytes for reads). The
 // checkpoint is kept in `keep`, so its release is not timed (a program keeps what it loads).
-std::uint64_t run_mode(std::string_view mode, const std::string& file,
+std::uint64_t run_mode(std::string_view mode, const std::string& file, unsigned parse_threads,
                        std::optional<pthload::Checkpoint>& keep) {
   const auto cpu = pthload::map_to("cpu");
   if (mode == "read-chunked") return read_chunked(file);
   if (mode == "read-fresh") return read_fresh(file);
   if (mode == "open") {
-    keep.emplace(pthload::open(file));
+    keep.emplace(pthload::open(file, {.parse_threads = parse_threads}));
   } else if (mode == "view") {
-    keep.emplace(pthload::load(file, {.map_location = cpu}));
+    keep.emplace(pthload::load(file, {.map_location = cpu, .parse_threads = parse_threads}));
   } else if (mode == "copy") {
-    keep.emplace(pthload::load(file, {.map_location = cpu, .copy_cpu_storages = true}));
+    keep.emplace(pthload::load(
+        file, {.map_location = cpu, .copy_cpu_storages = true, .parse_threads = parse_threads}));
   } else if (mode == "checksum") {
-    keep.emplace(pthload::load(file, {.map_location = cpu}));
+    keep.emplace(pthload::load(file, {.map_location = cpu, .parse_threads = parse_threads}));
     std::uint64_t mix = 0;
     for (const auto& named : keep->tensors())
       if (named.tensor.has_storage()) mix ^= named.tensor.content_checksum();
     std::fprintf(stderr, "checksums xor %016llx\n", static_cast<unsigned long long>(mix));
   } else if (mode == "cuda") {
-    keep.emplace(pthload::load(file, {.map_location = pthload::map_to(pthload::Device::cuda(0))}));
+    keep.emplace(pthload::load(file, {.map_location = pthload::map_to(pthload::Device::cuda(0)),
+                                      .parse_threads = parse_threads}));
   } else {
     throw std::runtime_error("unknown mode '" + std::string(mode) +
                              "' (open, view, copy, checksum, cuda, read-chunked, read-fresh)");
@@ -154,7 +156,7 @@ int bench_once(const Options& options) {
   const auto& file = options.files[1];
   const auto start = std::chrono::steady_clock::now();
   std::optional<pthload::Checkpoint> keep;
-  const std::uint64_t bytes = run_mode(mode, file, keep);
+  const std::uint64_t bytes = run_mode(mode, file, options.parse_threads, keep);
   const auto stop = std::chrono::steady_clock::now();
   std::printf("%s %s: %llu bytes, %.3f ms, peak %llu KiB\n", mode.c_str(), file.c_str(),
               static_cast<unsigned long long>(bytes),

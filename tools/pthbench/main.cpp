@@ -34,7 +34,9 @@ const std::map<std::string, std::pair<Benchmark, std::string_view>>& benchmarks(
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: pthbench [-n REPETITIONS] BENCHMARK ARGS...\nbenchmarks:\n");
+  std::fprintf(stderr,
+               "usage: pthbench [-n REPETITIONS] [-p PARSE_THREADS] BENCHMARK ARGS...\n"
+               "benchmarks:\n");
   for (const auto& [name, entry] : benchmarks()) {
     std::fprintf(stderr, "  %s %.*s\n", name.c_str(), static_cast<int>(entry.second.size()),
                  entry.second.data());
@@ -49,6 +51,10 @@ int main(int argc, char** argv) {
   int i = 1;
   if (i + 1 < argc && std::string_view(argv[i]) == "-n") {
     options.repetitions = std::max(1, std::atoi(argv[i + 1]));
+    i += 2;
+  }
+  if (i + 1 < argc && std::string_view(argv[i]) == "-p") {
+    options.parse_threads = static_cast<unsigned>(std::max(0, std::atoi(argv[i + 1])));
     i += 2;
   }
   if (i >= argc) return usage();

@@ -28,7 +28,8 @@ struct LoadArgs {
   std::string path;
   std::string map_location;
   bool copy = false;
-  unsigned copy_threads = 0;  // 0: the library's default
+  unsigned copy_threads = 0;   // 0: the library's default
+  unsigned parse_threads = 0;  // 0: the library's default
   ChooseArgs choose;
   std::string io = "map";
   std::vector<std::string> slices;  // NAME:DIM:BEGIN:END
@@ -164,6 +165,7 @@ int run_load(const LoadArgs& args) {
   apply_choose_options(args.choose, options);
   options.io = io_strategy(args.io);
   options.copy_threads = args.copy_threads;
+  options.parse_threads = args.parse_threads;
   if (!args.map_location.empty()) options.map_location = parse_map_location(args.map_location);
   options.cuda.progress = progress_bar();
   if (!args.slices.empty()) return run_slices(args, options);
@@ -213,6 +215,10 @@ Command add_load_command(CLI::App& app) {
                   "threads reading those copies when they total 32 MiB or more (default: up to "
                   "8, one per hardware thread; 1: the loading thread alone)")
       ->check(CLI::Range(1u, 256u));
+  cmd->add_option("--parse-threads", args->parse_threads,
+                  "threads reading a pickle of 256 KiB or more: 2 rebuild its tensors while it "
+                  "runs (the default on a machine with more than one hardware thread), 1 after")
+      ->check(CLI::Range(1u, 2u));
   add_choose_options(*cmd, args->choose);
   add_io_option(*cmd, args->io);
   cmd->add_option("--slice", args->slices,
