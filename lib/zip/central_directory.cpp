@@ -137,8 +137,8 @@ std::size_t read_plain_entry(std::span<const std::byte> directory, std::size_t p
 
 }  // namespace
 
-EntryList read_central_directory(std::span<const std::byte> file, const EndRecords& end,
-                                 const Limits& limits) {
+CentralDirectory read_central_directory(std::span<const std::byte> file, const EndRecords& end,
+                                        const Limits& limits) {
   const std::uint64_t count_offset = end.zip64_end_record_offset.value_or(end.end_record_offset);
   if (end.entry_count > limits.max_zip_entries) {
     throw FormatError(Errc::kZipLimitExceeded,
@@ -157,8 +157,13 @@ EntryList read_central_directory(std::span<const std::byte> file, const EndRecor
                       {.offset = count_offset});
   }
   const auto directory = file.subspan(end.central_directory_offset, end.central_directory_size);
-  EntryList entries;
+  CentralDirectory result{.end = end};
+  EntryList& entries = result.entries;
   entries.reserve(end.entry_count);
+  // Names are indexed a few dozen at a time as they are read, while their bytes are in the
+  // cache.
+  constexpr std::size_t kIndexEvery = 64;
+  result.names = NameIndex(end.entry_count);
   std::size_t position = 0;
   for (std::uint64_t i = 0; i < end.entry_count; ++i) {
     if (position == directory.size()) {
@@ -172,13 +177,14 @@ EntryList read_central_directory(std::span<const std::byte> file, const EndRecor
         read_plain_entry(directory, position, end.central_directory_offset, entries);
     if (size != 0) {
       position += size;
-      continue;
+    } else {
+      ByteReader reader(directory, Errc::kZipCentralDirectoryEntryInvalid,
+                        end.central_directory_offset);
+      reader.seek(position, "central header");
+      entries.push_back(read_entry(reader, i));
+      position = reader.position();
     }
-    ByteReader reader(directory, Errc::kZipCentralDirectoryEntryInvalid,
-                      end.central_directory_offset);
-    reader.seek(position, "central header");
-    entries.push_back(read_entry(reader, i));
-    position = reader.position();
+    if (entries.size() % kIndexEvery == 0) result.names.add(entries);
   }
   if (position != directory.size()) {
     throw FormatError(Errc::kZipEntryCountMismatch,
@@ -186,7 +192,9 @@ EntryList read_central_directory(std::span<const std::byte> file, const EndRecor
                                   directory.size() - position, end.entry_count),
                       {.offset = end.central_directory_offset + position});
   }
-  return entries;
+  result.names.add(entries);
+  result.names.finish(entries);
+  return result;
 }
 
 }  // namespace pthload::zip

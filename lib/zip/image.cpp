@@ -168,12 +168,11 @@ std::optional<CentralDirectory> fill_archive_image(
   image.fill(size - tail, tail);
   CentralDirectory directory;
   try {
-    directory.end = read_end_records(file);
-    const EndRecords& end = directory.end;
+    const EndRecords end = read_end_records(file);
     if (end.central_directory_offset < size - tail) {
       image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
     }
-    directory.entries = read_central_directory(file, end, limits);
+    directory = read_central_directory(file, end, limits);
   } catch (const FormatError&) {
     fill_broken(image);
     return std::nullopt;
