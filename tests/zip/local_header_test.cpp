@@ -1,10 +1,12 @@
 // Local headers against the central directory, and where records lie: one corruption per case.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "support/zip_builder.hpp"
+#include "zip/local_header.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
@@ -127,6 +129,32 @@ TEST_CASE("zip: a local extra field running past the end of file is out of bound
   const auto result = parse_outcome(built.bytes);
   CHECK(result.code == Errc::kZipRecordOutOfBounds);
   CHECK(result.record == "l/version");
+}
+
+TEST_CASE("zip: a local header cut short by the bytes given is truncated there, not read past") {
+  // What a reader holding a window of the file (zip/image.hpp) hands resolve_local_header. The
+  // windows are copies of exactly their size: AddressSanitizer reports a read past them.
+  const auto built = torch_like();
+  pthload::zip::Entry entry = Archive::parse(built.bytes).entries()[1];
+  const std::uint64_t header = built.records[1].local_header;
+  struct Cut {
+    std::size_t kept;
+    std::uint64_t reported_at;  // where the field that does not fit starts
+  };
+  for (const Cut cut : {Cut{20, lf::kCompressedSize}, Cut{lf::kName + 3, lf::kName}}) {
+    CAPTURE(cut.kept);
+    const std::vector<std::byte> window(
+        built.bytes.begin() + static_cast<std::ptrdiff_t>(header),
+        built.bytes.begin() + static_cast<std::ptrdiff_t>(header + cut.kept));
+    try {
+      pthload::zip::resolve_local_header(window, built.bytes.size(), entry);
+      FAIL("a cut header was accepted");
+    } catch (const pthload::FormatError& error) {
+      CHECK(error.code() == Errc::kZipRecordOutOfBounds);
+      CHECK(error.context().record == "l/data/0");
+      CHECK(error.context().offset == header + cut.reported_at);
+    }
+  }
 }
 
 TEST_SUITE_END();
