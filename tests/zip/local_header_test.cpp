@@ -194,6 +194,29 @@ TEST_CASE("zip: a payload running into the central directory overlaps it") {
   CHECK(result.offset == built.central_directory);
 }
 
+TEST_CASE("zip: records listed out of file order are checked in file order") {
+  // The central directory lists l/data/0 before l/data.pkl, and l/data/0 runs into l/version:
+  // the overlap is reported as for records in order, naming the later one in the file.
+  auto built = torch_like();
+  const auto size = built.records[2].local_header - built.records[1].data + 1;
+  build::poke_le32(built.bytes, built.records[1].central_header + cf::kCompressedSize, size);
+  build::poke_le32(built.bytes, built.records[1].central_header + cf::kSize, size);
+  const auto first = static_cast<std::ptrdiff_t>(built.records[0].central_header);
+  const auto second = static_cast<std::ptrdiff_t>(built.records[1].central_header);
+  const auto third = static_cast<std::ptrdiff_t>(built.records[2].central_header);
+  std::vector<std::byte> swapped(built.bytes.begin(), built.bytes.begin() + first);
+  swapped.insert(swapped.end(), built.bytes.begin() + second, built.bytes.begin() + third);
+  swapped.insert(swapped.end(), built.bytes.begin() + first, built.bytes.begin() + second);
+  swapped.insert(swapped.end(), built.bytes.begin() + third, built.bytes.end());
+  REQUIRE(swapped.size() == built.bytes.size());
+  const auto result = parse_outcome(swapped);
+  CHECK(result.code == Errc::kZipRecordsOverlap);
+  CHECK(result.record == "l/version");
+  CHECK(result.offset == built.records[2].local_header);
+  CHECK(result.message.find("record \"l/version\"") != std::string::npos);
+  CHECK(result.message.find("overlaps record \"l/data/0\"") != std::string::npos);
+}
+
 TEST_CASE("zip: a record hidden in the archive comment overlaps the end record") {
   const auto forged =
       build::build({{.name = "l/version", .data = "3\n"}}, {.zip64_end = false, .alignment = 0});
