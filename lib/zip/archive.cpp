@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/assert.hpp"
 #include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
@@ -24,6 +27,28 @@ namespace {
 // Where the compression method lies in a central-directory header (APPNOTE 4.3.12: signature,
 // version made by, version needed and flags come first): an unknown method is reported there.
 constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
+
+// The entry a duplicate-name error names where names repeat: of the names that do, the first in
+// the order of (std::hash of the name, the name), and its second entry. That is the pair the
+// index sorted by std::hash before NameIndex found first, and errors stay as they were; finding
+// it costs a pass over the entries, on the error path only.
+const Entry& reported_repeat(const EntryList& entries, const NameIndex& names) {
+  const Entry* chosen = nullptr;
+  std::size_t chosen_hash = 0;
+  for (const Entry& entry : entries) {
+    // The index finds a name's first entry: any other is a repeat, and met in list order, the
+    // first repeat of a name is its second entry.
+    if (names.find(entries, entry.name) == &entry) continue;
+    const std::size_t hash = std::hash<std::string_view>{}(entry.name);
+    if (chosen == nullptr || hash < chosen_hash ||
+        (hash == chosen_hash && entry.name < chosen->name)) {
+      chosen = &entry;
+      chosen_hash = hash;
+    }
+  }
+  PTHLOAD_ASSERT(chosen != nullptr);
+  return *chosen;
+}
 
 [[noreturn]] void throw_crc_mismatch(const Entry& entry, std::uint32_t actual) {
   throw FormatError(
@@ -63,10 +88,9 @@ Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
   // A directory made some other way than by read_central_directory has its names indexed here.
   archive.names_ = directory.names.size() == entries.size() ? std::move(directory.names)
                                                             : NameIndex::of(entries);
-  // Two records with one name would let two readers pick different ones. The first name in
-  // central-directory order that repeats an earlier one is reported.
-  if (const auto repeat = archive.names_.first_repeat()) {
-    const Entry& later = entries[*repeat];
+  // Two records with one name would let two readers pick different ones.
+  if (archive.names_.first_repeat()) {
+    const Entry& later = reported_repeat(entries, archive.names_);
     throw FormatError(
         Errc::kZipDuplicateName, "name appears twice in the central directory",
         {.record = std::string(later.name), .offset = later.central_directory_offset});

@@ -43,10 +43,11 @@ class NameIndex {
 
   /// How many entries were added.
   [[nodiscard]] std::size_t size() const noexcept { return added_; }
-  /// The position in the list of the first entry whose name an earlier entry has, if any: the
-  /// record a duplicate-name error names. Valid after finish().
+  /// The position in the list of the first entry whose name an earlier entry has, if any.
+  /// Valid after finish().
   [[nodiscard]] std::optional<std::size_t> first_repeat() const noexcept { return first_repeat_; }
-  /// The entry of `entries` (the list the index was built over) named exactly `name`, or nullptr.
+  /// The entry of `entries` (the list the index was built over) named exactly `name`, the first
+  /// where several are, or nullptr.
   [[nodiscard]] const Entry* find(std::span<const Entry> entries,
                                   std::string_view name) const noexcept;
   /// Whether the index is the sorted array (its fallback) rather than the hash table.
