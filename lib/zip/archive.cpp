@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/assert.hpp"
 #include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
@@ -26,33 +28,26 @@ namespace {
 // version made by, version needed and flags come first): an unknown method is reported there.
 constexpr std::uint64_t kCentralHeaderMethodOffset = 10;
 
-// Sorts by hash, stably (entries with one hash stay in index order). Hashes are uniform, so a
-// radix sort of 16-bit digits is linear: comparison sorting 100 000 of them took 7% of a
-// 100 000-tensor load. Small archives (every real one but state dicts of many tensors) use
-// std::sort, whose cost there is nothing and which needs no histogram.
-template <typename Key, typename Allocator>
-void sort_by_hash(std::vector<Key, Allocator>& keys) {
-  constexpr std::size_t kRadixFrom = 4096;
-  if (keys.size() < kRadixFrom) {
-    std::stable_sort(keys.begin(), keys.end(),
-                     [](const Key& a, const Key& b) { return a.hash < b.hash; });
-    return;
+// The entry a duplicate-name error names where names repeat: of the names that do, the first in
+// the order of (std::hash of the name, the name), and its second entry. That is the pair the
+// index sorted by std::hash before NameIndex found first, and errors stay as they were; finding
+// it costs a pass over the entries, on the error path only.
+const Entry& reported_repeat(const EntryList& entries, const NameIndex& names) {
+  const Entry* chosen = nullptr;
+  std::size_t chosen_hash = 0;
+  for (const Entry& entry : entries) {
+    // The index finds a name's first entry: any other is a repeat, and met in list order, the
+    // first repeat of a name is its second entry.
+    if (names.find(entries, entry.name) == &entry) continue;
+    const std::size_t hash = std::hash<std::string_view>{}(entry.name);
+    if (chosen == nullptr || hash < chosen_hash ||
+        (hash == chosen_hash && entry.name < chosen->name)) {
+      chosen = &entry;
+      chosen_hash = hash;
+    }
   }
-  constexpr unsigned kDigitBits = 16;
-  constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
-  std::vector<Key, Allocator> scratch(keys.size());
-  std::vector<std::size_t> starts(kBuckets);
-  for (unsigned shift = 0; shift < sizeof(std::size_t) * 8; shift += kDigitBits) {
-    std::fill(starts.begin(), starts.end(), 0);
-    for (const Key& key : keys)
-      ++starts[(key.hash >> shift) & (kBuckets - 1)];
-    std::size_t total = 0;
-    for (std::size_t& start : starts)
-      total += std::exchange(start, total);
-    for (const Key& key : keys)
-      scratch[starts[(key.hash >> shift) & (kBuckets - 1)]++] = key;
-    keys.swap(scratch);
-  }
+  PTHLOAD_ASSERT(chosen != nullptr);
+  return *chosen;
 }
 
 [[noreturn]] void throw_crc_mismatch(const Entry& entry, std::uint32_t actual) {
@@ -78,10 +73,8 @@ common::AlignedBuffer RecordBytes::take_buffer() && {
 }
 
 Archive Archive::parse(std::span<const std::byte> file, const Limits& limits) {
-  CentralDirectory directory;
-  directory.end = read_end_records(file);
-  directory.entries = read_central_directory(file, directory.end, limits);
-  return index(file, limits, std::move(directory));
+  const EndRecords end = read_end_records(file);
+  return index(file, limits, read_central_directory(file, end, limits));
 }
 
 Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
@@ -92,35 +85,15 @@ Archive Archive::index(std::span<const std::byte> file, const Limits& limits,
   archive.entries_ = std::move(directory.entries);
   const auto& entries = archive.entries_;
 
-  // Indices (not pointers or views) keep the Archive trivially copyable and movable.
-  auto& by_name = archive.by_name_;
-  by_name.resize(entries.size());
-  for (std::size_t i = 0; i < by_name.size(); ++i) {
-    by_name[i] = {std::hash<std::string_view>{}(entries[i].name), i};
-  }
-  sort_by_hash(by_name);
-  // Names that share a hash are ordered by name, so that equal names sit side by side.
-  const auto by_name_then_index = [&](const NameKey& a, const NameKey& b) {
-    const Entry& left = entries[a.index];
-    const Entry& right = entries[b.index];
-    return left.name != right.name ? left.name < right.name : a.index < b.index;
-  };
-  for (auto run = by_name.begin(); run != by_name.end();) {
-    const auto run_end = std::find_if(run + 1, by_name.end(),
-                                      [&](const NameKey& key) { return key.hash != run->hash; });
-    if (run_end - run > 1) std::sort(run, run_end, by_name_then_index);
-    run = run_end;
-  }
-  // Two records with one name would let two readers pick different ones. Equal names have equal
-  // hashes, so they sit side by side.
-  for (std::size_t i = 1; i < by_name.size(); ++i) {
-    const Entry& later = entries[by_name[i].index];
-    if (by_name[i].hash == by_name[i - 1].hash &&
-        later.name == entries[by_name[i - 1].index].name) {
-      throw FormatError(
-          Errc::kZipDuplicateName, "name appears twice in the central directory",
-          {.record = std::string(later.name), .offset = later.central_directory_offset});
-    }
+  // A directory made some other way than by read_central_directory has its names indexed here.
+  archive.names_ = directory.names.size() == entries.size() ? std::move(directory.names)
+                                                            : NameIndex::of(entries);
+  // Two records with one name would let two readers pick different ones.
+  if (archive.names_.first_repeat()) {
+    const Entry& later = reported_repeat(entries, archive.names_);
+    throw FormatError(
+        Errc::kZipDuplicateName, "name appears twice in the central directory",
+        {.record = std::string(later.name), .offset = later.central_directory_offset});
   }
 
   if (!local_headers_resolved) {
@@ -160,13 +133,7 @@ std::uint32_t Archive::crc_of(std::span<const std::byte> payload, std::string_vi
 }
 
 const Entry* Archive::find(std::string_view name) const noexcept {
-  const std::size_t hash = std::hash<std::string_view>{}(name);
-  auto it = std::lower_bound(by_name_.begin(), by_name_.end(), hash,
-                             [](const NameKey& key, std::size_t h) { return key.hash < h; });
-  for (; it != by_name_.end() && it->hash == hash; ++it) {
-    if (entries_[it->index].name == name) return &entries_[it->index];
-  }
-  return nullptr;
+  return names_.find(entries_, name);
 }
 
 const Entry& Archive::at(std::string_view name) const {

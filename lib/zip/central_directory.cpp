@@ -97,10 +97,48 @@ Entry read_entry(ByteReader& reader, std::size_t index) {
   return entry;
 }
 
+// Reads the header at `position` of `directory` (at file offset `directory_offset`) into
+// `entries` and returns its size, when it is as torch writes it: whole, signed, with no
+// saturated field (so no zip64 extra field to consult), on disk 0 and named without NUL. Returns
+// 0 for anything else, which read_entry then reads and reports as it always has: the fields are
+// read at fixed offsets here, without a bounds check and error context per field, because a
+// 100 000-record directory spent most of its parse on those.
+std::size_t read_plain_entry(std::span<const std::byte> directory, std::size_t position,
+                             std::uint64_t directory_offset, EntryList& entries) {
+  using common::load_le;
+  if (directory.size() - position < kCentralHeaderSize) return 0;
+  const std::byte* header = directory.data() + position;
+  const std::size_t name_size = load_le<std::uint16_t>(header + 28);
+  const std::size_t size = kCentralHeaderSize + name_size + load_le<std::uint16_t>(header + 30) +
+                           load_le<std::uint16_t>(header + 32);
+  if (load_le<std::uint32_t>(header) != kCentralHeaderSignature ||
+      size > directory.size() - position) {
+    return 0;
+  }
+  const auto compressed_size = load_le<std::uint32_t>(header + 20);
+  const auto uncompressed_size = load_le<std::uint32_t>(header + 24);
+  const auto local_header_offset = load_le<std::uint32_t>(header + 42);
+  if (compressed_size == kSaturated32 || uncompressed_size == kSaturated32 ||
+      local_header_offset == kSaturated32 || load_le<std::uint16_t>(header + 34) != 0) {
+    return 0;
+  }
+  const auto* name = reinterpret_cast<const char*>(header + kCentralHeaderSize);
+  if (std::memchr(name, '\0', name_size) != nullptr) return 0;
+  entries.push_back({.name = {name, name_size},
+                     .method = load_le<std::uint16_t>(header + 10),
+                     .flags = load_le<std::uint16_t>(header + 8),
+                     .crc32 = load_le<std::uint32_t>(header + 16),
+                     .compressed_size = compressed_size,
+                     .uncompressed_size = uncompressed_size,
+                     .local_header_offset = local_header_offset,
+                     .central_directory_offset = directory_offset + position});
+  return size;
+}
+
 }  // namespace
 
-EntryList read_central_directory(std::span<const std::byte> file, const EndRecords& end,
-                                 const Limits& limits) {
+CentralDirectory read_central_directory(std::span<const std::byte> file, const EndRecords& end,
+                                        const Limits& limits) {
   const std::uint64_t count_offset = end.zip64_end_record_offset.value_or(end.end_record_offset);
   if (end.entry_count > limits.max_zip_entries) {
     throw FormatError(Errc::kZipLimitExceeded,
@@ -118,27 +156,45 @@ EntryList read_central_directory(std::span<const std::byte> file, const EndRecor
                                   end.central_directory_size / kCentralHeaderSize),
                       {.offset = count_offset});
   }
-  ByteReader reader(file.subspan(end.central_directory_offset, end.central_directory_size),
-                    Errc::kZipCentralDirectoryEntryInvalid, end.central_directory_offset);
-  EntryList entries;
+  const auto directory = file.subspan(end.central_directory_offset, end.central_directory_size);
+  CentralDirectory result{.end = end};
+  EntryList& entries = result.entries;
   entries.reserve(end.entry_count);
+  // Names are indexed a few dozen at a time as they are read, while their bytes are in the
+  // cache.
+  constexpr std::size_t kIndexEvery = 64;
+  result.names = NameIndex(end.entry_count);
+  std::size_t position = 0;
   for (std::uint64_t i = 0; i < end.entry_count; ++i) {
-    if (reader.remaining() == 0) {
+    if (position == directory.size()) {
       throw FormatError(Errc::kZipEntryCountMismatch,
                         fmt::format("end record declares {} entries; the central directory "
                                     "holds {}",
                                     end.entry_count, i),
-                        {.offset = reader.file_offset()});
+                        {.offset = end.central_directory_offset + position});
     }
-    entries.push_back(read_entry(reader, i));
+    const std::size_t size =
+        read_plain_entry(directory, position, end.central_directory_offset, entries);
+    if (size != 0) {
+      position += size;
+    } else {
+      ByteReader reader(directory, Errc::kZipCentralDirectoryEntryInvalid,
+                        end.central_directory_offset);
+      reader.seek(position, "central header");
+      entries.push_back(read_entry(reader, i));
+      position = reader.position();
+    }
+    if (entries.size() % kIndexEvery == 0) result.names.add(entries);
   }
-  if (reader.remaining() != 0) {
+  if (position != directory.size()) {
     throw FormatError(Errc::kZipEntryCountMismatch,
                       fmt::format("{} bytes follow the {} entries the end record declares",
-                                  reader.remaining(), end.entry_count),
-                      {.offset = reader.file_offset()});
+                                  directory.size() - position, end.entry_count),
+                      {.offset = end.central_directory_offset + position});
   }
-  return entries;
+  result.names.add(entries);
+  result.names.finish(entries);
+  return result;
 }
 
 }  // namespace pthload::zip

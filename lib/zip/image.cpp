@@ -7,6 +7,7 @@
 
 #include "common/byte_reader.hpp"
 #include "common/checked.hpp"
+#include "common/large_arrays.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
 #include "zip/end_records.hpp"
@@ -86,27 +87,41 @@ class HeaderWindow {
   HeaderWindow(const common::FileReader& reader, std::uint64_t file_size)
       : reader_(reader), file_size_(file_size) {}
 
-  // The file's bytes from `offset` on: at least `needed` of them, fewer only where the file
-  // ends first, and on to `wanted_end` where that fits the buffer. Throws IoError.
+  // The file's bytes from `offset` (before the end of the file) on: at least `needed` of them,
+  // fewer only where the file ends first, and on to `wanted_end` where that fits the buffer.
+  // Valid until the next call. Throws IoError, std::bad_alloc.
   std::span<const std::byte> from(std::uint64_t offset, std::uint64_t needed,
                                   std::uint64_t wanted_end) {
     const std::uint64_t needed_end = std::min(file_size_, offset + needed);
-    if (offset < begin_ || needed_end > begin_ + buffer_.size()) {
-      const std::uint64_t end = std::min(
-          {file_size_, std::max(needed_end, wanted_end), offset + std::max(needed, kWindowBytes)});
-      buffer_.resize(static_cast<std::size_t>(end - offset));
-      reader_.read_at(offset, buffer_);
-      begin_ = offset;
-    }
-    return std::span<const std::byte>(buffer_).subspan(static_cast<std::size_t>(offset - begin_));
+    if (offset < begin_ || needed_end > begin_ + size_) move_to(offset, needed, wanted_end);
+    const auto skipped = static_cast<std::size_t>(offset - begin_);
+    return {buffer_.get() + skipped, size_ - skipped};
   }
 
  private:
-  static constexpr std::uint64_t kWindowBytes = std::uint64_t{1} << 20;
+  // One huge page: filled, a window costs one page fault (common/large_arrays.hpp), not 256.
+  static constexpr std::uint64_t kWindowBytes = common::kLargeArrayBytes;
+
+  void move_to(std::uint64_t offset, std::uint64_t needed, std::uint64_t wanted_end) {
+    const std::uint64_t end = std::min({file_size_, std::max(offset + needed, wanted_end),
+                                        offset + std::max(needed, kWindowBytes)});
+    const auto size = static_cast<std::size_t>(end - offset);
+    // Grown as needed, never zero-filled: scattered headers (a few large records) need a few KiB.
+    if (size > capacity_) {
+      capacity_ = std::max(size, std::min<std::size_t>(2 * capacity_, kWindowBytes));
+      buffer_ = common::make_large_block(capacity_);
+    }
+    reader_.read_at(offset, std::span(buffer_.get(), size));
+    begin_ = offset;
+    size_ = size;
+  }
+
   const common::FileReader& reader_;
   std::uint64_t file_size_;
-  std::vector<std::byte> buffer_;
+  common::LargeBlock buffer_;
+  std::size_t capacity_ = 0;
   std::uint64_t begin_ = 0;
+  std::size_t size_ = 0;
 };
 
 // Reads and checks every entry's local header through a HeaderWindow, setting data_offset;
@@ -114,20 +129,25 @@ class HeaderWindow {
 // file order (torch writes them in order) cost more reads, nothing else. Throws IoError.
 bool resolve_local_headers(const common::MappedFile& image, EntryList& entries) {
   const std::uint64_t file_size = image.bytes().size();
-  // A header with its name and extra field (torch's are under 200 bytes), and the longest one.
+  // A header with its name and extra field (torch's are under 200 bytes).
   constexpr std::uint64_t kHeaderSlack = 4096;
-  constexpr std::uint64_t kLongestHeader = kLocalHeaderSize + 2 * 0xFFFF;
+  const auto slack_end = [&](std::uint64_t offset) {
+    return common::checked_add(offset, kHeaderSlack).value_or(file_size);
+  };
   // Headers this close are read together, as fill_ranges merges them: each run's first entry
   // and the end of the bytes read for it.
   std::vector<std::pair<std::size_t, std::uint64_t>> runs;
+  std::uint64_t previous = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::uint64_t offset = entries[i].local_header_offset;
     // An entry before its predecessor in the file starts a run (the difference wraps).
-    if (i == 0 || entries[i].local_header_offset - entries[i - 1].local_header_offset > kMergeGap) {
+    if (i == 0 || offset - previous > kMergeGap) {
+      if (i != 0) runs.back().second = slack_end(previous);
       runs.emplace_back(i, 0);
     }
-    runs.back().second =
-        common::checked_add(entries[i].local_header_offset, kHeaderSlack).value_or(file_size);
+    previous = offset;
   }
+  if (!runs.empty()) runs.back().second = slack_end(previous);
   // A cold file's scattered headers are then read from the disk together (see fill_ranges).
   if (runs.size() > 1) {
     for (const auto& [first, end] : runs) {
@@ -143,11 +163,11 @@ bool resolve_local_headers(const common::MappedFile& image, EntryList& entries) 
     const std::uint64_t offset = entry.local_header_offset;
     if (offset >= file_size || file_size - offset < kLocalHeaderSize) return false;
     auto bytes = window.from(offset, kLocalHeaderSize, runs[run].second);
-    const std::uint64_t variable =
-        std::uint64_t{common::load_le<std::uint16_t>(bytes.data() + 26)} +
-        common::load_le<std::uint16_t>(bytes.data() + 28);
-    bytes = window.from(offset, std::min(kLongestHeader, kLocalHeaderSize + variable),
-                        runs[run].second);
+    const std::uint64_t header_size = kLocalHeaderSize +
+                                      common::load_le<std::uint16_t>(bytes.data() + 26) +
+                                      common::load_le<std::uint16_t>(bytes.data() + 28);
+    // Usually the window holds the name and extra field already.
+    if (bytes.size() < header_size) bytes = window.from(offset, header_size, runs[run].second);
     try {
       resolve_local_header(bytes, file_size, entry);
     } catch (const FormatError&) {
@@ -168,12 +188,11 @@ std::optional<CentralDirectory> fill_archive_image(
   image.fill(size - tail, tail);
   CentralDirectory directory;
   try {
-    directory.end = read_end_records(file);
-    const EndRecords& end = directory.end;
+    const EndRecords end = read_end_records(file);
     if (end.central_directory_offset < size - tail) {
       image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
     }
-    directory.entries = read_central_directory(file, end, limits);
+    directory = read_central_directory(file, end, limits);
   } catch (const FormatError&) {
     fill_broken(image);
     return std::nullopt;

@@ -1,10 +1,12 @@
 // Central directory headers and their zip64 extra fields: one corruption per case.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "support/zip_builder.hpp"
+#include "zip/central_directory.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
@@ -42,6 +44,28 @@ TEST_CASE("zip: a central header whose name runs past the directory is invalid")
   auto built = torch_like();
   build::poke_le16(built.bytes, built.records[2].central_header + cf::kNameLength, 0xFFFF);
   CHECK(parse_outcome(built.bytes).code == Errc::kZipCentralDirectoryEntryInvalid);
+}
+
+TEST_CASE("zip: a central header cut short by the directory's end is truncated, not read past") {
+  // The directory ends 20 bytes into the second header, and the bytes given end with it (an
+  // exactly-sized copy: AddressSanitizer reports a read past it).
+  const auto built = build::build({{.name = "c/" + std::string(30, 'a'), .data = "1"},
+                                   {.name = "c/" + std::string(30, 'b'), .data = "2"}});
+  const auto second = built.records[1].central_header;
+  const std::vector<std::byte> file(built.bytes.begin(),
+                                    built.bytes.begin() + static_cast<std::ptrdiff_t>(second + 20));
+  pthload::zip::EndRecords end;
+  end.entry_count = 2;
+  end.central_directory_offset = built.central_directory;
+  end.central_directory_size = second + 20 - built.central_directory;
+  try {
+    (void)pthload::zip::read_central_directory(file, end, {});
+    FAIL("a cut directory was accepted");
+  } catch (const pthload::FormatError& error) {
+    CHECK(error.code() == Errc::kZipCentralDirectoryEntryInvalid);
+    // The compressed size (at 20) is the first field that does not fit.
+    CHECK(error.context().offset == second + 20);
+  }
 }
 
 TEST_CASE("zip: a central header whose comment runs past the directory is invalid") {

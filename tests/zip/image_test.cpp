@@ -166,3 +166,19 @@ TEST_CASE("zip image: central headers out of file order resolve the same") {
   CHECK(parsed.outcome.code == Errc::kOk);
   CHECK(parsed.data_offsets.size() == whole.entries().size());
 }
+
+TEST_CASE("zip image: the header window grows when a later run of headers needs more") {
+  // The first run (the pickle's header and the large record's) needs a few KiB, the second (300
+  // small storages after the large payload) more: the window's buffer must grow, not overflow.
+  std::vector<build::Record> grown{{.name = "t/data.pkl", .data = "\x80\x02K\x01."},
+                                   {.name = "t/data/big", .data = std::string(200'000, 'b')}};
+  for (int i = 0; i < 300; ++i) {
+    grown.push_back({.name = "t/data/" + std::to_string(i), .data = std::string(16, 'a')});
+  }
+  const build::Built built = build::build(grown);
+  const Parsed parsed = check_same_outcome(built.bytes, true);
+  CHECK(parsed.outcome.code == Errc::kOk);
+  REQUIRE(parsed.data_offsets.size() == built.records.size());
+  for (std::size_t i = 0; i < built.records.size(); ++i)
+    CHECK(parsed.data_offsets[i] == built.records[i].data);
+}

@@ -1,10 +1,12 @@
 // Local headers against the central directory, and where records lie: one corruption per case.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "support/zip_builder.hpp"
+#include "zip/local_header.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
@@ -129,6 +131,32 @@ TEST_CASE("zip: a local extra field running past the end of file is out of bound
   CHECK(result.record == "l/version");
 }
 
+TEST_CASE("zip: a local header cut short by the bytes given is truncated there, not read past") {
+  // What a reader holding a window of the file (zip/image.hpp) hands resolve_local_header. The
+  // windows are copies of exactly their size: AddressSanitizer reports a read past them.
+  const auto built = torch_like();
+  pthload::zip::Entry entry = Archive::parse(built.bytes).entries()[1];
+  const std::uint64_t header = built.records[1].local_header;
+  struct Cut {
+    std::size_t kept;
+    std::uint64_t reported_at;  // where the field that does not fit starts
+  };
+  for (const Cut cut : {Cut{20, lf::kCompressedSize}, Cut{lf::kName + 3, lf::kName}}) {
+    CAPTURE(cut.kept);
+    const std::vector<std::byte> window(
+        built.bytes.begin() + static_cast<std::ptrdiff_t>(header),
+        built.bytes.begin() + static_cast<std::ptrdiff_t>(header + cut.kept));
+    try {
+      pthload::zip::resolve_local_header(window, built.bytes.size(), entry);
+      FAIL("a cut header was accepted");
+    } catch (const pthload::FormatError& error) {
+      CHECK(error.code() == Errc::kZipRecordOutOfBounds);
+      CHECK(error.context().record == "l/data/0");
+      CHECK(error.context().offset == header + cut.reported_at);
+    }
+  }
+}
+
 TEST_SUITE_END();
 TEST_SUITE_BEGIN("layout");
 
@@ -164,6 +192,29 @@ TEST_CASE("zip: a payload running into the central directory overlaps it") {
   CHECK(result.code == Errc::kZipRecordsOverlap);
   CHECK(result.record == "l/version");
   CHECK(result.offset == built.central_directory);
+}
+
+TEST_CASE("zip: records listed out of file order are checked in file order") {
+  // The central directory lists l/data/0 before l/data.pkl, and l/data/0 runs into l/version:
+  // the overlap is reported as for records in order, naming the later one in the file.
+  auto built = torch_like();
+  const auto size = built.records[2].local_header - built.records[1].data + 1;
+  build::poke_le32(built.bytes, built.records[1].central_header + cf::kCompressedSize, size);
+  build::poke_le32(built.bytes, built.records[1].central_header + cf::kSize, size);
+  const auto first = static_cast<std::ptrdiff_t>(built.records[0].central_header);
+  const auto second = static_cast<std::ptrdiff_t>(built.records[1].central_header);
+  const auto third = static_cast<std::ptrdiff_t>(built.records[2].central_header);
+  std::vector<std::byte> swapped(built.bytes.begin(), built.bytes.begin() + first);
+  swapped.insert(swapped.end(), built.bytes.begin() + second, built.bytes.begin() + third);
+  swapped.insert(swapped.end(), built.bytes.begin() + first, built.bytes.begin() + second);
+  swapped.insert(swapped.end(), built.bytes.begin() + third, built.bytes.end());
+  REQUIRE(swapped.size() == built.bytes.size());
+  const auto result = parse_outcome(swapped);
+  CHECK(result.code == Errc::kZipRecordsOverlap);
+  CHECK(result.record == "l/version");
+  CHECK(result.offset == built.records[2].local_header);
+  CHECK(result.message.find("record \"l/version\"") != std::string::npos);
+  CHECK(result.message.find("overlaps record \"l/data/0\"") != std::string::npos);
 }
 
 TEST_CASE("zip: a record hidden in the archive comment overlaps the end record") {
