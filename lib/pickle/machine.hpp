@@ -62,7 +62,7 @@ class Machine {
  private:
   friend class Interpreter;
   Limits limits_;
-  std::vector<Value*> stack_;
+  std::vector<Value*> stack_;  // the stack's slots; a run keeps its own top (see Interpreter)
   std::vector<std::size_t> marks_;
   MemoPages memo_;  // dense part: keys below memo_.size()
   std::unordered_map<std::uint64_t, Value*> sparse_memo_;

@@ -25,6 +25,11 @@ class MemoPages {
     Value* const* page = pages_[key >> kPageBits];
     return page != nullptr ? page[key & (kPageSlots - 1)] : nullptr;
   }
+  /// The slot of `key` (below size()) if its page is allocated, else null.
+  [[nodiscard]] Value** allocated_slot(std::size_t key) const noexcept {
+    Value** page = pages_[key >> kPageBits];
+    return page != nullptr ? page + (key & (kPageSlots - 1)) : nullptr;
+  }
   /// The slot of `key` (below size()), its page allocated if it has none. Throws bad_alloc.
   [[nodiscard]] Value*& slot(std::size_t key) {
     Value**& page = pages_[key >> kPageBits];

@@ -310,6 +310,43 @@ TEST_CASE("pickle: huge memo keys cost one entry, not the key's value") {
   CHECK(printed(pickle) == "0");
 }
 
+TEST_CASE("pickle: memo keys out of order, overwritten, and in pages not yet written") {
+  // Key 1000 first: the dense part grows to it, and keys below it then find their slots.
+  CHECK(printed("K\x01r\xe8\x03\x00\x00"
+                "0K\x02q\x05"
+                "0K\x03q\x05"
+                "0h\x05j\xe8\x03\x00\x00\x86."sv) == "(3, 1)");
+  // 5000 entries in order fill two pages; a key on the second page that was never written,
+  // and one past the dense part, are missing.
+  std::string filled = "N";
+  for (int i = 0; i < 5000; ++i)
+    filled += "\x94";
+  filled += "0";
+  CHECK(printed(filled + "j\x87\x13\x00\x00\x85."s) == "(None,)");  // key 4999
+  const auto unwritten = pthload::pickle::test::run_error(filled + "j\x88\x13\x00\x00."s);
+  REQUIRE(unwritten);
+  CHECK(unwritten->message().find("memo key 5000 not found in LONG_BINGET") != std::string::npos);
+  const auto beyond = pthload::pickle::test::run_error(filled + "j\x00\x00\x01\x00."s);
+  REQUIRE(beyond);
+  CHECK(beyond->message().find("memo key 65536 not found") != std::string::npos);
+}
+
+TEST_CASE("pickle: a MARK keeps its place while the stack grows past it") {
+  // 1000 values pushed and popped above a MARK: the stack's storage moved meanwhile, and the
+  // MARK's fence must still stop TUPLE1 from reaching the 0 below it.
+  const std::string above = std::string(1000, 'N') + std::string(1000, '0');
+  const auto error = pthload::pickle::test::run_error("K\x00("s + above + "\x85.");
+  REQUIRE(error);
+  CHECK(error->code() == pthload::Errc::kPickleStackUnderflow);
+  CHECK(error->context().offset == 2003);
+  CHECK(printed("K\x00("s + above + "K\x01t\x86.") == "(0, (1,))");
+  CHECK(printed("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl.") ==
+        printed("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl."));
+  const auto r = run("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl.");
+  CHECK(root(r).items().size() == 301);
+  CHECK(root(r).items()[300]->items().size() == 700);
+}
+
 TEST_CASE("pickle: FRAME and PROTO") {
   const auto r = run("\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00N."sv);
   CHECK(r.protocol == 4);
