@@ -529,6 +529,7 @@ void Interpreter::load_setitems(std::size_t mark) {
   if (items.size() % 2 != 0) {
     fail(Errc::kPickleBadArgument, fmt::format("odd number of items for {}", name()));
   }
+  arena_->reserve_entries(target, items.size() / 2);
   for (std::size_t i = 0; i < items.size(); i += 2) {
     // A Call may be any mapping class, whose keys Python does not necessarily hash.
     if (target.kind() == Kind::kDict) require_key(*items[i]);

@@ -3,13 +3,16 @@
 // interpreted: a class instance is a Call of a Global, never an object of that class.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "common/assert.hpp"
 #include "common/bump_arena.hpp"
 
 namespace pthload::pickle {
@@ -250,6 +253,10 @@ class ValueArena {
   void append(Value& target, const Value* item);
   void append_many(Value& target, std::span<Value* const> items);
   void set_item(Value& target, const Value* key, const Value* value);
+  /// Room for `count` more set_item() entries in `target` at once, for SETITEMS, which knows
+  /// how many follow: one block of the final size instead of a doubling per entry. Does nothing
+  /// where the entries would pass set_item()'s bound, so that set_item() still reports it.
+  void reserve_entries(Value& target, std::size_t count);
   void add_item(Value& target, const Value* item);
   void add_state(Value& target, const Value* state);
 
@@ -260,11 +267,18 @@ class ValueArena {
 
  private:
   Value* new_value(Kind kind);
+  Value* make_shared_small_int(std::int64_t value);
   static void raise_depth(Value& target, const Value* child) noexcept;
   detail::Body& body_of(Value& target);
+  detail::Body& call_body(Value& call);
   detail::Extra& extra_of(Value& target);
+  // Room for `extra` more elements; grow() moves them to a larger block.
   template <typename T>
-  void grow_push(detail::GrowArray<T>& array, std::size_t extra);
+  void grow_push(detail::GrowArray<T>& array, std::size_t extra) {
+    if (array.capacity - array.size < extra) grow(array, extra);
+  }
+  template <typename T>
+  void grow(detail::GrowArray<T>& array, std::size_t extra);
 
   common::BumpArena memory_;
   std::size_t value_count_ = 0;
@@ -281,6 +295,109 @@ class ValueArena {
 
 inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
   return memory_.allocate(size, alignment);
+}
+
+// The makers a pickle calls per opcode are defined here, so that the machine's loop inlines them.
+
+inline Value* ValueArena::new_value(Kind kind) {
+  ++value_count_;
+  return ::new (allocate(sizeof(Value), alignof(Value))) Value(kind);
+}
+
+inline Value* ValueArena::make_int(std::int64_t value) {
+  if (value >= kSmallIntMin && value <= kSmallIntMax) {
+    Value* shared = small_ints_[value - kSmallIntMin];
+    return shared != nullptr ? shared : make_shared_small_int(value);
+  }
+  Value* v = new_value(Kind::kInt);
+  v->integer_ = value;
+  return v;
+}
+
+inline Value* ValueArena::make_string_view(std::string_view text, bool has_surrogates) {
+  Value* v = new_value(Kind::kString);
+  v->text_ = {text.data(), text.size()};
+  if (has_surrogates) v->flags_ |= Value::kHasSurrogates;
+  return v;
+}
+
+inline Value* ValueArena::make_tuple(std::span<Value* const> elements) {
+  if (elements.empty()) return empty_tuple_;
+  // The elements right behind the tuple, in one allocation: the same bytes as two, one step.
+  // The count is of stack slots that exist, so the size cannot overflow.
+  void* memory = allocate(sizeof(Value) + elements.size() * sizeof(const Value*), alignof(Value));
+  Value* v = ::new (memory) Value(Kind::kTuple);
+  ++value_count_;
+  auto** data = reinterpret_cast<const Value**>(v + 1);
+  // Python hashes a tuple by hashing its elements, so a tuple is unhashable exactly when one
+  // element is; tuples are immutable, so the answer fixed at construction stays right.
+  std::uint8_t unhashable = 0;
+  std::uint32_t depth = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    const Value* element = elements[i];
+    data[i] = element;
+    unhashable |= element->flags_;
+    depth = std::max(depth, element->depth_);
+  }
+  v->sequence_ = {data, elements.size()};
+  v->depth_ = depth + 1;
+  v->flags_ = unhashable & Value::kUnhashable;
+  return v;
+}
+
+inline Value* ValueArena::make_container(Kind kind) {
+  PTHLOAD_ASSERT(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
+  // The body right behind the value, in one allocation.
+  static_assert(sizeof(Value) % alignof(detail::Body) == 0);
+  void* memory = allocate(sizeof(Value) + sizeof(detail::Body), alignof(Value));
+  Value* v = ::new (memory) Value(kind);
+  ++value_count_;
+  v->container_ = ::new (v + 1) detail::Body{};
+  v->depth_ = 1;
+  v->flags_ |= Value::kUnhashable;
+  return v;
+}
+
+inline Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args,
+                                    Value* kwargs) {
+  PTHLOAD_ASSERT(args != nullptr && args->kind() == Kind::kTuple);
+  Value* v = new_value(Kind::kCall);
+  v->opcode_ = opcode;
+  v->call_ = {callable, args, nullptr};
+  std::uint32_t depth = std::max(callable->depth_, args->depth_);
+  if (kwargs != nullptr) {
+    extra_of(*v).kwargs = kwargs;
+    depth = std::max(depth, kwargs->depth_);
+  }
+  v->depth_ = depth + 1;
+  return v;
+}
+
+inline void ValueArena::raise_depth(Value& target, const Value* child) noexcept {
+  // A self-reference (a list appended to itself) must not count its own depth again.
+  if (child != &target) target.depth_ = std::max(target.depth_, child->depth_ + 1);
+}
+
+inline detail::Body& ValueArena::body_of(Value& target) {
+  if (target.kind_ == Kind::kCall) return call_body(target);
+  PTHLOAD_ASSERT(target.kind_ == Kind::kList || target.kind_ == Kind::kDict ||
+                 target.kind_ == Kind::kSet);
+  return *target.container_;
+}
+
+inline void ValueArena::set_item(Value& target, const Value* key, const Value* value) {
+  auto& entries = body_of(target).entries;
+  grow_push(entries, 1);
+  entries.data[entries.size++] = DictItem{key, value};
+  raise_depth(target, key);
+  raise_depth(target, value);
+}
+
+inline Value* ValueArena::make_persistent(Value* id) {
+  Value* v = new_value(Kind::kPersistent);
+  v->persistent_id_ = id;
+  v->depth_ = id->depth_ + 1;
+  return v;
 }
 
 }  // namespace pthload::pickle

@@ -123,6 +123,22 @@ TEST_CASE("pickle: tuples of every opcode; the empty tuple is one shared value")
   const auto r = run("))\x86."sv);
   CHECK(root(r).items()[0] == root(r).items()[1]);
   CHECK(root(r).depth() == 2);
+  // A tuple is unhashable when any element is, wherever it sits; its depth is the deepest
+  // element's plus one; an element's other flags (surrogates) are not the tuple's.
+  const auto last = run("K\x01K\x02]\x87."sv);
+  CHECK_FALSE(root(last).is_hashable());
+  CHECK(root(last).depth() == 2);
+  const auto middle = run("(K\x01}K\x02K\x03t."sv);
+  CHECK_FALSE(root(middle).is_hashable());
+  CHECK(root(middle).items().size() == 4);
+  CHECK(root(middle).items()[3]->as_int() == 3);
+  const auto deep = run("(K\x01K\x01\x85\x85K\x02t."sv);
+  CHECK(root(deep).depth() == 3);
+  CHECK(root(deep).is_hashable());
+  const auto surrogate = run("\x8c\x03\xed\xa0\x80K\x01\x86."sv);
+  CHECK(root(surrogate).items()[0]->has_surrogates());
+  CHECK_FALSE(root(surrogate).has_surrogates());
+  CHECK(root(surrogate).is_hashable());
 }
 
 TEST_CASE("pickle: lists, dicts, sets and frozensets") {
@@ -143,6 +159,25 @@ TEST_CASE("pickle: lists, dicts, sets and frozensets") {
   CHECK(run("}(K\x01K\x02K\x01K\x03u."sv).root->dict_items().size() == 2);
   // A tuple holding only hashable values is a valid key.
   CHECK(printed("}(K\x01\x85K\x02u."sv) == "{(1,): 2}");
+  // SETITEMS into a dict that has entries already, SETITEM after SETITEMS, in batches.
+  std::string batches = "}K\x00K\x00s"s;
+  for (int batch = 0; batch < 3; ++batch) {
+    batches += '(';
+    for (int i = 1; i <= 5; ++i) {
+      batches += 'K';
+      batches += static_cast<char>(batch * 5 + i);
+      batches += "K\x07";
+    }
+    batches += 'u';
+  }
+  batches += "K\x63K\x08s.";
+  const auto dict = run(batches);
+  REQUIRE(root(dict).dict_items().size() == 17);
+  for (int i = 0; i < 16; ++i) {
+    CHECK(root(dict).dict_items()[i].key->as_int() == i);
+    CHECK(root(dict).dict_items()[i].value->as_int() == (i == 0 ? 0 : 7));
+  }
+  CHECK(root(dict).dict_items()[16].key->as_int() == 99);
 }
 
 TEST_CASE("pickle: GLOBAL and STACK_GLOBAL name things without importing them") {
