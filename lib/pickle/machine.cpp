@@ -18,15 +18,6 @@
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
-namespace {
-
-// INST's module and name and PERSID's id: _pickle.c decodes them as ASCII.
-bool is_ascii(std::string_view text) noexcept {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
-}  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
 // befriend it and lend it its reusable scratch vectors.
@@ -86,7 +77,10 @@ class Interpreter {
   [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode()); }
 
   // ---- reading arguments ----
-  const std::byte* take(std::size_t count) {
+  // The helpers every opcode uses are forced inline: the loop is too large for the compiler's
+  // own budget, which otherwise makes some of them calls (take() alone cost 20 instructions
+  // per opcode as a call).
+  [[gnu::always_inline]] const std::byte* take(std::size_t count) {
     if (count > size_ - pos_) {
       fail(Errc::kPickleTruncated,
            fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, size_ - pos_));
@@ -96,7 +90,7 @@ class Interpreter {
     return p;
   }
   template <typename T>
-  T le() {
+  [[gnu::always_inline]] T le() {
     return common::load_le<T>(take(sizeof(T)));
   }
   std::string_view line() {
@@ -109,7 +103,7 @@ class Interpreter {
     pos_ += static_cast<std::size_t>(newline - start) + 1;
     return {start, static_cast<std::size_t>(newline - start)};
   }
-  std::string_view chars(std::size_t count) {
+  [[gnu::always_inline]] std::string_view chars(std::size_t count) {
     return {reinterpret_cast<const char*>(take(count)), count};
   }
   std::size_t length_u64() {
@@ -133,7 +127,7 @@ class Interpreter {
   // fails the run when the value count is over max_pickle_values, so between opcodes the count
   // is within the limit and a push of an existing value (GET, DUP, the singletons and shared
   // ints) has no need to look.
-  void push(Value* value) {
+  [[gnu::always_inline]] void push(Value* value) {
     PTHLOAD_ASSERT(arena_->value_count() <= max_values_);
     if (top_ == end_) [[unlikely]]
       grow_stack();
@@ -141,7 +135,7 @@ class Interpreter {
   }
   // For a value this opcode made (or the persistent_load callback returned): the stack's bound
   // first, then the value count, in that order.
-  void push_new(Value* value) {
+  [[gnu::always_inline]] void push_new(Value* value) {
     if (top_ == end_) [[unlikely]]
       grow_stack();
     if (arena_->value_count() > max_values_) [[unlikely]]
@@ -149,12 +143,12 @@ class Interpreter {
     *top_++ = value;
   }
   void grow_stack();
-  Value* pop() {
+  [[gnu::always_inline]] Value* pop() {
     if (top_ <= fence_) [[unlikely]]
       fail_underflow();
     return *--top_;
   }
-  Value* top() {
+  [[gnu::always_inline]] Value* top() {
     if (top_ <= fence_) [[unlikely]]
       fail_underflow();
     return top_[-1];
@@ -190,7 +184,7 @@ class Interpreter {
   // ---- the memo ----
   // The common case inline: a key in the dense part whose page exists and, for a new entry,
   // room under max_pickle_memo. Anything else takes the *_slow path, which checks it all again.
-  void memo_put(std::uint64_t key) {
+  [[gnu::always_inline]] void memo_put(std::uint64_t key) {
     Value* value = top();
     if (key < memo_.size()) {
       if (Value** slot = memo_.allocated_slot(static_cast<std::size_t>(key))) {
@@ -207,7 +201,7 @@ class Interpreter {
     }
     memo_put_slow(key, value);
   }
-  void memo_get(std::uint64_t key) {
+  [[gnu::always_inline]] void memo_get(std::uint64_t key) {
     if (key < memo_.size()) {
       if (Value* value = memo_.get(static_cast<std::size_t>(key))) {
         push(value);
@@ -228,7 +222,7 @@ class Interpreter {
   void load_float_line();
   void load_string_line();
   void load_unicode_line();
-  void load_unicode(std::size_t size);
+  [[gnu::always_inline]] void load_unicode(std::size_t size);
   void load_bytes(Kind kind, std::size_t size);
   void load_tuple(std::size_t count);
   void load_from_mark(Kind kind);
@@ -374,7 +368,7 @@ void Interpreter::grow_stack() {
 
 // ---- opcode bodies ----
 
-void Interpreter::load_mark() {
+inline void Interpreter::load_mark() {
   if (marks_.size() >= limits_.max_pickle_stack)
     fail_limit("max_pickle_stack", limits_.max_pickle_stack);
   marks_.push_back(stack_size());
@@ -454,10 +448,10 @@ void Interpreter::load_unicode_line() {
   push_new(arena_->make_string(*decoded, has_surrogates));
 }
 
-void Interpreter::load_unicode(std::size_t size) {
+inline void Interpreter::load_unicode(std::size_t size) {
   const auto text = chars(size);
   // CPython decodes with 'surrogatepass', so encoded lone surrogates are accepted (and kept).
-  const auto check = text::check_utf8(text);
+  const auto check = text::is_ascii(text) ? text::Utf8::kValid : text::check_utf8(text);
   if (check == text::Utf8::kInvalid) {
     fail(Errc::kPickleInvalidUtf8, fmt::format("invalid UTF-8 in {}", name()));
   }
@@ -468,7 +462,7 @@ void Interpreter::load_bytes(Kind kind, std::size_t size) {
   push_new(arena_->make_bytes_view(kind, {take(size), size}));
 }
 
-void Interpreter::load_tuple(std::size_t count) {
+inline void Interpreter::load_tuple(std::size_t count) {
   if (above_fence() < count) fail_underflow();
   const std::size_t first = stack_size() - count;
   Value* tuple = arena_->make_tuple(above(first));
@@ -476,7 +470,7 @@ void Interpreter::load_tuple(std::size_t count) {
   push_container(tuple);
 }
 
-void Interpreter::load_from_mark(Kind kind) {
+inline void Interpreter::load_from_mark(Kind kind) {
   const std::size_t mark = pop_mark();
   const auto items = above(mark);
   Value* value = nullptr;
@@ -519,7 +513,7 @@ void Interpreter::load_appends(std::size_t mark) {
   check_depth(target);
 }
 
-void Interpreter::load_setitems(std::size_t mark) {
+inline void Interpreter::load_setitems(std::size_t mark) {
   if (base_ + mark <= fence_) fail_underflow();
   Value& target = *base_[mark - 1];
   const auto items = above(mark);
@@ -583,7 +577,7 @@ void Interpreter::load_stack_global() {
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
-void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
+inline void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
   require_callable(*callable);
   require_tuple(*args, "the arguments");
   if (kwargs != nullptr && kwargs->kind() != Kind::kDict && kwargs->kind() != Kind::kCall) {
@@ -598,7 +592,8 @@ void Interpreter::load_inst() {
   const std::size_t mark = pop_mark();
   const auto module = line();
   const auto qualified_name = line();
-  if (!is_ascii(module) || !is_ascii(qualified_name)) {
+  // _pickle.c decodes INST's module and name as ASCII.
+  if (!text::is_ascii(module) || !text::is_ascii(qualified_name)) {
     fail(Errc::kPickleInvalidUtf8, "INST module and name must be ASCII");
   }
   if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
@@ -641,7 +636,7 @@ void Interpreter::load_build() {
   }
 }
 
-void Interpreter::load_persistent(Value* id) {
+inline void Interpreter::load_persistent(Value* id) {
   const Value* value = nullptr;
   if (options_.persistent_load) {
     // The torch layer's errors about the id are located at this opcode.
@@ -907,7 +902,8 @@ Result Interpreter::run() {
         break;
       case Opcode::kPersId: {
         const auto id = line();
-        if (!is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
+        // _pickle.c decodes PERSID's id as ASCII.
+        if (!text::is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
         load_persistent(arena_->make_string_view(id));
         break;
       }
