@@ -13,6 +13,7 @@
 #include "common/assert.hpp"
 #include "common/byte_reader.hpp"
 #include "common/check.hpp"
+#include "pickle/memo_pages.hpp"
 #include "pickle/opcodes.hpp"
 #include "pickle/text.hpp"
 #include "pthload/error.hpp"
@@ -30,17 +31,13 @@ class Interpreter {
         size_(input.size()),
         stack_buffer_(machine.stack_),
         marks_(machine.marks_),
-        memo_(machine.memo_),
         sparse_memo_(machine.sparse_memo_),
-        owned_arena_(std::make_unique<ValueArena>()),
-        arena_(owned_arena_.get()),
         max_values_(limits_.max_pickle_values),
         max_nesting_(limits_.max_pickle_nesting),
         max_memo_(limits_.max_pickle_memo) {
     base_ = top_ = fence_ = stack_buffer_.data();
     end_ = base_ + stack_buffer_.size();
     marks_.clear();
-    memo_.clear();
     sparse_memo_.clear();
   }
 
@@ -128,7 +125,7 @@ class Interpreter {
   // is within the limit and a push of an existing value (GET, DUP, the singletons and shared
   // ints) has no need to look.
   [[gnu::always_inline]] void push(Value* value) {
-    PTHLOAD_ASSERT(arena_->value_count() <= max_values_);
+    PTHLOAD_ASSERT(arena_.value_count() <= max_values_);
     if (top_ == end_) [[unlikely]]
       grow_stack();
     *top_++ = value;
@@ -138,7 +135,7 @@ class Interpreter {
   [[gnu::always_inline]] void push_new(Value* value) {
     if (top_ == end_) [[unlikely]]
       grow_stack();
-    if (arena_->value_count() > max_values_) [[unlikely]]
+    if (arena_.value_count() > max_values_) [[unlikely]]
       fail_limit("max_pickle_values", max_values_);
     *top_++ = value;
   }
@@ -271,11 +268,13 @@ class Interpreter {
   Value** end_ = nullptr;
   Value** fence_ = nullptr;
   std::vector<std::size_t>& marks_;
-  MemoPages& memo_;
+  // The arena and the memo's dense part are the run's own, not the machine's, so that the loop
+  // reaches them without a pointer to follow: finish() moves the arena into the Result, and the
+  // memo's pages go with the run (MemoPages kept none from run to run either).
+  MemoPages memo_;  // keys below memo_.size()
   std::unordered_map<std::uint64_t, Value*>& sparse_memo_;
   std::size_t memo_count_ = 0;
-  std::unique_ptr<ValueArena> owned_arena_;
-  ValueArena* arena_;  // owned_arena_'s, without the indirection on every make and push
+  ValueArena arena_;
   // The limits read on every push, memo entry and container, held here rather than behind the
   // reference to the Limits.
   std::size_t max_values_;
@@ -388,7 +387,7 @@ void Interpreter::load_int_line() {
   const auto text = line();
   // Protocol 0 writes True and False as INT 01 and 00.
   if (text == "00" || text == "01") {
-    push(arena_->boolean(text == "01"));
+    push(arena_.boolean(text == "01"));
     return;
   }
   // Only what picklers write: decimal without leading zeros. _pickle.c would also take C
@@ -398,8 +397,8 @@ void Interpreter::load_int_line() {
   if (!parsed || (digits.size() > 1 && digits[0] == '0')) {
     fail(Errc::kPickleBadArgument, "invalid INT literal");
   }
-  push_new(parsed->big.empty() ? arena_->make_int(parsed->value)
-                               : arena_->make_int_from_bytes(parsed->big));
+  push_new(parsed->big.empty() ? arena_.make_int(parsed->value)
+                               : arena_.make_int_from_bytes(parsed->big));
 }
 
 void Interpreter::load_long_line() {
@@ -407,14 +406,14 @@ void Interpreter::load_long_line() {
   if (!text.empty() && text.back() == 'L') text.remove_suffix(1);  // Python 2's repr suffix
   const auto parsed = text::parse_decimal(text);
   if (!parsed) fail(Errc::kPickleBadArgument, "invalid LONG literal");
-  push_new(parsed->big.empty() ? arena_->make_int(parsed->value)
-                               : arena_->make_int_from_bytes(parsed->big));
+  push_new(parsed->big.empty() ? arena_.make_int(parsed->value)
+                               : arena_.make_int_from_bytes(parsed->big));
 }
 
 void Interpreter::load_float_line() {
   const auto value = text::parse_float(line());
   if (!value) fail(Errc::kPickleBadArgument, "invalid FLOAT literal");
-  push_new(arena_->make_float(*value));
+  push_new(arena_.make_float(*value));
 }
 
 void Interpreter::load_string_line() {
@@ -425,12 +424,12 @@ void Interpreter::load_string_line() {
   }
   const auto body = text.substr(1, text.size() - 2);
   if (body.find('\\') == std::string_view::npos) {
-    push_new(arena_->make_bytes_view(Kind::kPython2String, std::as_bytes(std::span{body})));
+    push_new(arena_.make_bytes_view(Kind::kPython2String, std::as_bytes(std::span{body})));
     return;
   }
   const auto decoded = text::unescape_string(body);
   if (!decoded) fail(Errc::kPickleBadArgument, "invalid escape in STRING");
-  push_new(arena_->make_bytes(Kind::kPython2String, std::as_bytes(std::span{*decoded})));
+  push_new(arena_.make_bytes(Kind::kPython2String, std::as_bytes(std::span{*decoded})));
 }
 
 void Interpreter::load_unicode_line() {
@@ -439,13 +438,13 @@ void Interpreter::load_unicode_line() {
   for (std::size_t i = 0; plain && i < text.size(); ++i)
     plain = static_cast<unsigned char>(text[i]) < 0x80;
   if (plain) {
-    push_new(arena_->make_string_view(text));
+    push_new(arena_.make_string_view(text));
     return;
   }
   bool has_surrogates = false;
   const auto decoded = text::decode_raw_unicode_escape(text, has_surrogates);
   if (!decoded) fail(Errc::kPickleBadArgument, "invalid raw-unicode-escape in UNICODE");
-  push_new(arena_->make_string(*decoded, has_surrogates));
+  push_new(arena_.make_string(*decoded, has_surrogates));
 }
 
 inline void Interpreter::load_unicode(std::size_t size) {
@@ -455,17 +454,17 @@ inline void Interpreter::load_unicode(std::size_t size) {
   if (check == text::Utf8::kInvalid) {
     fail(Errc::kPickleInvalidUtf8, fmt::format("invalid UTF-8 in {}", name()));
   }
-  push_new(arena_->make_string_view(text, check == text::Utf8::kValidWithSurrogates));
+  push_new(arena_.make_string_view(text, check == text::Utf8::kValidWithSurrogates));
 }
 
 void Interpreter::load_bytes(Kind kind, std::size_t size) {
-  push_new(arena_->make_bytes_view(kind, {take(size), size}));
+  push_new(arena_.make_bytes_view(kind, {take(size), size}));
 }
 
 inline void Interpreter::load_tuple(std::size_t count) {
   if (above_fence() < count) fail_underflow();
   const std::size_t first = stack_size() - count;
-  Value* tuple = arena_->make_tuple(above(first));
+  Value* tuple = arena_.make_tuple(above(first));
   truncate(first);
   push_container(tuple);
 }
@@ -475,14 +474,14 @@ inline void Interpreter::load_from_mark(Kind kind) {
   const auto items = above(mark);
   Value* value = nullptr;
   if (kind == Kind::kTuple) {
-    value = arena_->make_tuple(items);
+    value = arena_.make_tuple(items);
   } else if (kind == Kind::kFrozenSet) {
     for (const Value* item : items)
       require_key(*item);
-    value = arena_->make_frozenset(items);
+    value = arena_.make_frozenset(items);
   } else {
-    value = arena_->make_container(Kind::kList);
-    arena_->append_many(*value, items);
+    value = arena_.make_container(Kind::kList);
+    arena_.append_many(*value, items);
   }
   truncate(mark);
   push_container(value);
@@ -492,10 +491,10 @@ void Interpreter::load_dict_from_mark() {
   const std::size_t mark = pop_mark();
   const auto items = above(mark);
   if (items.size() % 2 != 0) fail(Errc::kPickleBadArgument, "odd number of items for DICT");
-  Value* dict = arena_->make_container(Kind::kDict);
+  Value* dict = arena_.make_container(Kind::kDict);
   for (std::size_t i = 0; i < items.size(); i += 2) {
     require_key(*items[i]);
-    arena_->set_item(*dict, items[i], items[i + 1]);
+    arena_.set_item(*dict, items[i], items[i + 1]);
   }
   truncate(mark);
   push_container(dict);
@@ -508,7 +507,7 @@ void Interpreter::load_appends(std::size_t mark) {
   if (target.kind() != Kind::kList && target.kind() != Kind::kCall) {
     fail_type(fmt::format("cannot append to a {}", kind_name(target.kind())));
   }
-  arena_->append_many(target, above(mark));
+  arena_.append_many(target, above(mark));
   truncate(mark);
   check_depth(target);
 }
@@ -523,11 +522,11 @@ inline void Interpreter::load_setitems(std::size_t mark) {
   if (items.size() % 2 != 0) {
     fail(Errc::kPickleBadArgument, fmt::format("odd number of items for {}", name()));
   }
-  arena_->reserve_entries(target, items.size() / 2);
+  arena_.reserve_entries(target, items.size() / 2);
   for (std::size_t i = 0; i < items.size(); i += 2) {
     // A Call may be any mapping class, whose keys Python does not necessarily hash.
     if (target.kind() == Kind::kDict) require_key(*items[i]);
-    arena_->set_item(target, items[i], items[i + 1]);
+    arena_.set_item(target, items[i], items[i + 1]);
   }
   truncate(mark);
   check_depth(target);
@@ -542,7 +541,7 @@ void Interpreter::load_additems() {
   }
   for (Value* item : above(mark)) {
     if (target.kind() == Kind::kSet) require_key(*item);
-    arena_->add_item(target, item);
+    arena_.add_item(target, item);
   }
   truncate(mark);
   check_depth(target);
@@ -559,7 +558,7 @@ void Interpreter::load_global() {
   if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, fmt::format("{} name too long", name()));
   }
-  push_new(arena_->make_global_view(module, qualified_name));
+  push_new(arena_.make_global_view(module, qualified_name));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
@@ -573,7 +572,7 @@ void Interpreter::load_stack_global() {
   if (module->as_string().size() > UINT32_MAX || qualified_name->as_string().size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, "STACK_GLOBAL name too long");
   }
-  push_new(arena_->make_global_view(module->as_string(), qualified_name->as_string()));
+  push_new(arena_.make_global_view(module->as_string(), qualified_name->as_string()));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
@@ -584,7 +583,7 @@ inline void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) 
     fail_type(
         fmt::format("the keyword arguments must be a dict, not a {}", kind_name(kwargs->kind())));
   }
-  push_container(arena_->make_call(opcode(), callable, args, kwargs));
+  push_container(arena_.make_call(opcode(), callable, args, kwargs));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
@@ -599,10 +598,10 @@ void Interpreter::load_inst() {
   if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, "INST name too long");
   }
-  Value* args = arena_->make_tuple(above(mark));
+  Value* args = arena_.make_tuple(above(mark));
   truncate(mark);
   check_depth(*args);
-  Value* cls = arena_->make_global_view(module, qualified_name);
+  Value* cls = arena_.make_global_view(module, qualified_name);
   if (options_.on_global_or_call) options_.on_global_or_call(*cls);
   load_call(cls, args, nullptr);
 }
@@ -611,7 +610,7 @@ void Interpreter::load_obj() {
   const std::size_t mark = pop_mark();
   if (stack_size() - mark < 1) fail_underflow();
   Value* cls = base_[mark];
-  Value* args = arena_->make_tuple(above(mark + 1));
+  Value* args = arena_.make_tuple(above(mark + 1));
   truncate(mark);
   check_depth(*args);
   load_call(cls, args, nullptr);
@@ -625,7 +624,7 @@ void Interpreter::load_build() {
     case Kind::kDict:
     case Kind::kSet:
     case Kind::kCall:
-      arena_->add_state(target, state);
+      arena_.add_state(target, state);
       check_depth(target);
       return;
     default:
@@ -641,11 +640,11 @@ inline void Interpreter::load_persistent(Value* id) {
   if (options_.persistent_load) {
     // The torch layer's errors about the id are located at this opcode.
     value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode()},
-                                 [&] { return options_.persistent_load(*id, *arena_); });
+                                 [&] { return options_.persistent_load(*id, arena_); });
   }
   // Values only come into being in an arena, non-const: handing one back as const and taking
   // it again as mutable (a later APPEND may extend it) is sound.
-  Value* pushed = value != nullptr ? const_cast<Value*>(value) : arena_->make_persistent(id);
+  Value* pushed = value != nullptr ? const_cast<Value*>(value) : arena_.make_persistent(id);
   push_container(pushed);
 }
 
@@ -664,7 +663,7 @@ Result Interpreter::finish() {
   result.root = base_[0];
   result.end_offset = pos_;
   result.protocol = protocol_;
-  result.arena = std::move(owned_arena_);
+  result.arena = std::make_unique<ValueArena>(std::move(arena_));
   return result;
 }
 
@@ -730,40 +729,40 @@ Result Interpreter::run() {
 
       // ---- scalars ----
       case Opcode::kNone:
-        push(arena_->none());
+        push(arena_.none());
         break;
       case Opcode::kNewTrue:
-        push(arena_->boolean(true));
+        push(arena_.boolean(true));
         break;
       case Opcode::kNewFalse:
-        push(arena_->boolean(false));
+        push(arena_.boolean(false));
         break;
       case Opcode::kInt:
         load_int_line();
         break;
       case Opcode::kBinInt:
-        push_new(arena_->make_int(static_cast<std::int32_t>(le<std::uint32_t>())));
+        push_new(arena_.make_int(static_cast<std::int32_t>(le<std::uint32_t>())));
         break;
       case Opcode::kBinInt1:
         // 0 to 255: always one of the arena's shared ints, which count as no new value.
-        push(arena_->make_int(le<std::uint8_t>()));
+        push(arena_.make_int(le<std::uint8_t>()));
         break;
       case Opcode::kBinInt2:
-        push_new(arena_->make_int(le<std::uint16_t>()));
+        push_new(arena_.make_int(le<std::uint16_t>()));
         break;
       case Opcode::kLong:
         load_long_line();
         break;
       case Opcode::kLong1: {
         const auto size = le<std::uint8_t>();
-        push_new(arena_->make_int_from_bytes({take(size), size}));
+        push_new(arena_.make_int_from_bytes({take(size), size}));
         break;
       }
       case Opcode::kLong4: {
         const auto size = static_cast<std::int32_t>(le<std::uint32_t>());
         if (size < 0) fail(Errc::kPickleBadArgument, "negative byte count in LONG4");
         const auto count = static_cast<std::size_t>(size);
-        push_new(arena_->make_int_from_bytes({take(count), count}));
+        push_new(arena_.make_int_from_bytes({take(count), count}));
         break;
       }
       case Opcode::kFloat:
@@ -771,8 +770,7 @@ Result Interpreter::run() {
         break;
       case Opcode::kBinFloat:
         // Big-endian, unlike every other number in a pickle.
-        push_new(
-            arena_->make_float(std::bit_cast<double>(common::load_be<std::uint64_t>(take(8)))));
+        push_new(arena_.make_float(std::bit_cast<double>(common::load_be<std::uint64_t>(take(8)))));
         break;
 
       // ---- strings and bytes ----
@@ -815,7 +813,7 @@ Result Interpreter::run() {
 
       // ---- containers ----
       case Opcode::kEmptyTuple:
-        push(arena_->empty_tuple());
+        push(arena_.empty_tuple());
         break;
       case Opcode::kTuple1:
         load_tuple(1);
@@ -830,19 +828,19 @@ Result Interpreter::run() {
         load_from_mark(Kind::kTuple);
         break;
       case Opcode::kEmptyList:
-        push_new(arena_->make_container(Kind::kList));
+        push_new(arena_.make_container(Kind::kList));
         break;
       case Opcode::kList:
         load_from_mark(Kind::kList);
         break;
       case Opcode::kEmptyDict:
-        push_new(arena_->make_container(Kind::kDict));
+        push_new(arena_.make_container(Kind::kDict));
         break;
       case Opcode::kDict:
         load_dict_from_mark();
         break;
       case Opcode::kEmptySet:
-        push_new(arena_->make_container(Kind::kSet));
+        push_new(arena_.make_container(Kind::kSet));
         break;
       case Opcode::kFrozenSet:
         load_from_mark(Kind::kFrozenSet);
@@ -904,7 +902,7 @@ Result Interpreter::run() {
         const auto id = line();
         // _pickle.c decodes PERSID's id as ASCII.
         if (!text::is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
-        load_persistent(arena_->make_string_view(id));
+        load_persistent(arena_.make_string_view(id));
         break;
       }
       case Opcode::kBinPersId:

@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pickle/memo_pages.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 
@@ -45,8 +44,8 @@ struct RunOptions {
   std::function<void(const Value& value)> on_global_or_call;
 };
 
-/// Runs pickles. Holds its limits and scratch space (stack, marks, memo) reused from run to
-/// run; not thread-safe: one Machine per thread.
+/// Runs pickles. Holds its limits and scratch space (stack, marks, the memo's sparse keys) reused
+/// from run to run; not thread-safe: one Machine per thread.
 class Machine {
  public:
   explicit Machine(const Limits& limits = {});
@@ -64,8 +63,7 @@ class Machine {
   Limits limits_;
   std::vector<Value*> stack_;  // the stack's slots; a run keeps its own top (see Interpreter)
   std::vector<std::size_t> marks_;
-  MemoPages memo_;  // dense part: keys below memo_.size()
-  std::unordered_map<std::uint64_t, Value*> sparse_memo_;
+  std::unordered_map<std::uint64_t, Value*> sparse_memo_;  // keys beyond the dense part
 };
 
 }  // namespace pthload::pickle

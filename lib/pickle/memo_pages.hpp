@@ -45,11 +45,6 @@ class MemoPages {
     pages_.resize((size + kPageSlots - 1) >> kPageBits);
     size_ = size;
   }
-  void clear() noexcept {
-    pages_.clear();
-    size_ = 0;
-    arena_ = common::BumpArena();
-  }
 
  private:
   static constexpr unsigned kPageBits = 12;
