@@ -176,6 +176,29 @@ ValueArena::ValueArena(ValueArena&&) noexcept = default;
 ValueArena& ValueArena::operator=(ValueArena&&) noexcept = default;
 ValueArena::~ValueArena() = default;
 
+namespace {
+
+// Node chunks double from 1 KiB (a small pickle's arena stays small) to 64 KiB, small beside the
+// arena's 4 MiB blocks, so that a chunk that no longer fits a block wastes little of it.
+constexpr std::size_t kFirstChunkSize = 1024;
+constexpr std::size_t kMaxChunkSize = 64 * 1024;
+static_assert(sizeof(Value) % alignof(Value) == 0 && sizeof(detail::Body) % alignof(Value) == 0);
+
+}  // namespace
+
+void* ValueArena::allocate_node_slow(std::size_t size) {
+  const std::size_t chunk = std::max(next_chunk_size_, kFirstChunkSize);
+  // A node as large as half a chunk (a tuple of dozens or thousands) gets memory of its own and
+  // leaves the chunk in use, so that what a new chunk abandons is less than half of one.
+  if (size > chunk / 2) return allocate(size, alignof(Value));
+  next_chunk_size_ = std::min(chunk * 2, kMaxChunkSize);
+  node_cursor_ = static_cast<std::byte*>(allocate(chunk, alignof(Value)));
+  node_limit_ = node_cursor_ + chunk;
+  void* node = node_cursor_;
+  node_cursor_ += size;
+  return node;
+}
+
 std::string_view ValueArena::copy(std::string_view text) {
   if (text.empty()) return {};
   auto* data = static_cast<char*>(allocate(text.size(), 1));

@@ -266,6 +266,10 @@ class ValueArena {
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
 
  private:
+  // Values, a tuple's elements and a container's body: multiples of 8 bytes, aligned to 8, cut
+  // from chunks of memory_ by a bump pointer that needs none of BumpArena's alignment steps.
+  void* allocate_node(std::size_t size);
+  void* allocate_node_slow(std::size_t size);
   Value* new_value(Kind kind);
   Value* make_shared_small_int(std::int64_t value);
   static void raise_depth(Value& target, const Value* child) noexcept;
@@ -281,6 +285,9 @@ class ValueArena {
   void grow(detail::GrowArray<T>& array, std::size_t extra);
 
   common::BumpArena memory_;
+  std::byte* node_cursor_ = nullptr;
+  std::byte* node_limit_ = nullptr;
+  std::size_t next_chunk_size_ = 0;
   std::size_t value_count_ = 0;
   Value* none_ = nullptr;
   Value* true_ = nullptr;
@@ -299,9 +306,17 @@ inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
 
 // The makers a pickle calls per opcode are defined here, so that the machine's loop inlines them.
 
+inline void* ValueArena::allocate_node(std::size_t size) {
+  PTHLOAD_ASSERT(size % alignof(Value) == 0);
+  if (size > static_cast<std::size_t>(node_limit_ - node_cursor_)) return allocate_node_slow(size);
+  void* node = node_cursor_;
+  node_cursor_ += size;
+  return node;
+}
+
 inline Value* ValueArena::new_value(Kind kind) {
   ++value_count_;
-  return ::new (allocate(sizeof(Value), alignof(Value))) Value(kind);
+  return ::new (allocate_node(sizeof(Value))) Value(kind);
 }
 
 inline Value* ValueArena::make_int(std::int64_t value) {
@@ -325,7 +340,7 @@ inline Value* ValueArena::make_tuple(std::span<Value* const> elements) {
   if (elements.empty()) return empty_tuple_;
   // The elements right behind the tuple, in one allocation: the same bytes as two, one step.
   // The count is of stack slots that exist, so the size cannot overflow.
-  void* memory = allocate(sizeof(Value) + elements.size() * sizeof(const Value*), alignof(Value));
+  void* memory = allocate_node(sizeof(Value) + elements.size() * sizeof(const Value*));
   Value* v = ::new (memory) Value(Kind::kTuple);
   ++value_count_;
   auto** data = reinterpret_cast<const Value**>(v + 1);
@@ -349,7 +364,7 @@ inline Value* ValueArena::make_container(Kind kind) {
   PTHLOAD_ASSERT(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
   // The body right behind the value, in one allocation.
   static_assert(sizeof(Value) % alignof(detail::Body) == 0);
-  void* memory = allocate(sizeof(Value) + sizeof(detail::Body), alignof(Value));
+  void* memory = allocate_node(sizeof(Value) + sizeof(detail::Body));
   Value* v = ::new (memory) Value(kind);
   ++value_count_;
   v->container_ = ::new (v + 1) detail::Body{};

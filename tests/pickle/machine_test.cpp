@@ -141,6 +141,35 @@ TEST_CASE("pickle: tuples of every opcode; the empty tuple is one shared value")
   CHECK(root(surrogate).is_hashable());
 }
 
+TEST_CASE("pickle: tuples of any size among other values keep their elements") {
+  // Small and large tuples of shared ints that say their size, among strings the arena copies (the
+  // escape makes STRING decode): values are cut from chunks of the arena, a tuple larger than
+  // half a chunk gets memory of its own, and the copies come from the arena between chunks.
+  const int sizes[] = {5000, 1,   3,   60,   61,   62,   63,   64, 65,
+                       127,  128, 500, 1000, 2046, 4095, 4096, 2};
+  std::string pickle = "(";
+  for (const int size : sizes) {
+    pickle += "(";
+    for (int i = 0; i < size; ++i) {
+      pickle += 'K';
+      pickle += static_cast<char>(size & 0xff);
+    }
+    pickle += "tS'" + std::string(100, 'x') + "\\n'\n";
+  }
+  pickle += "l.";
+  const auto r = run(pickle);
+  const auto items = root(r).items();
+  REQUIRE(items.size() == 2 * std::size(sizes));
+  for (std::size_t t = 0; t < std::size(sizes); ++t) {
+    const Value& tuple = *items[2 * t];
+    CAPTURE(sizes[t]);
+    REQUIRE(tuple.items().size() == static_cast<std::size_t>(sizes[t]));
+    for (const Value* element : tuple.items())
+      CHECK(element->as_int() == (sizes[t] & 0xff));
+    CHECK(items[2 * t + 1]->as_string() == std::string(100, 'x') + "\n");
+  }
+}
+
 TEST_CASE("pickle: lists, dicts, sets and frozensets") {
   CHECK(printed("(K\x01K\x02l."sv) == "[1, 2]");
   CHECK(printed("(K\x01K\x02"
