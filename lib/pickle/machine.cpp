@@ -185,12 +185,14 @@ class Interpreter {
     Value* value = top();
     if (key < memo_.size()) {
       if (Value** slot = memo_.allocated_slot(static_cast<std::size_t>(key))) {
-        if (*slot != nullptr) {
-          *slot = value;
-          return;
-        }
-        if (memo_count_ < max_memo_) {
-          ++memo_count_;
+        // Picklers number entries in order, so a key is nearly always new.
+        if (*slot == nullptr) [[likely]] {
+          if (memo_count_ < max_memo_) {
+            ++memo_count_;
+            *slot = value;
+            return;
+          }
+        } else {
           *slot = value;
           return;
         }
