@@ -10,8 +10,9 @@
 
 namespace pthload::pickle {
 
-// Values are 32 bytes; the arena is sized by it (a pickle of 100 000 tensors makes millions).
-static_assert(sizeof(Value) == 32);
+// Values are 24 bytes (a Call 32 and a Global 48 with what lies behind them); the arena is sized
+// by it (a pickle of 100 000 tensors makes nearly a million).
+static_assert(sizeof(Value) == 24);
 
 std::string_view kind_name(Kind kind) noexcept {
   switch (kind) {
@@ -83,12 +84,12 @@ std::span<const std::byte> Value::as_bytes() const noexcept {
 
 std::string_view Value::module() const noexcept {
   assert(kind_ == Kind::kGlobal);
-  return {global_.module, global_.module_size};
+  return {global_name().module, global_name().module_size};
 }
 
 std::string_view Value::name() const noexcept {
   assert(kind_ == Kind::kGlobal);
-  return {global_.name, global_.name_size};
+  return {global_name().name, global_name().name_size};
 }
 
 bool Value::is_global(std::string_view module_name,
@@ -103,7 +104,7 @@ const detail::Body* Value::body() const noexcept {
     case Kind::kSet:
       return container_;
     case Kind::kCall:
-      return call_.body;
+      return call_body();
     default:
       return nullptr;
   }
@@ -149,8 +150,8 @@ const Value& Value::args() const noexcept {
 
 const Value* Value::kwargs() const noexcept {
   assert(kind_ == Kind::kCall);
-  return call_.body != nullptr && call_.body->extra != nullptr ? call_.body->extra->kwargs
-                                                               : nullptr;
+  const detail::Body* b = call_body();
+  return b != nullptr && b->extra != nullptr ? b->extra->kwargs : nullptr;
 }
 
 const Value& Value::persistent_id() const noexcept {
@@ -271,9 +272,11 @@ Value* ValueArena::make_global(std::string_view module, std::string_view name) {
 
 Value* ValueArena::make_global_view(std::string_view module, std::string_view name) {
   assert(module.size() <= UINT32_MAX && name.size() <= UINT32_MAX);
-  Value* v = new_value(Kind::kGlobal);
-  v->global_ = {module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
-                static_cast<std::uint32_t>(name.size())};
+  static_assert(sizeof(Value) % alignof(Value::Name) == 0 && sizeof(Value::Name) % 8 == 0);
+  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(Value::Name))) Value(Kind::kGlobal);
+  ++value_count_;
+  ::new (v + 1) Value::Name{module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
+                            static_cast<std::uint32_t>(name.size())};
   return v;
 }
 
@@ -307,10 +310,11 @@ Value* ValueArena::make_frozenset(std::span<Value* const> elements) {
 
 detail::Body& ValueArena::call_body(Value& call) {
   assert(call.kind_ == Kind::kCall);
-  if (call.call_.body == nullptr) {
-    call.call_.body = ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
+  detail::Body*& body = call.call_body_slot();
+  if (body == nullptr) {
+    body = ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
   }
-  return *call.call_.body;
+  return *body;
 }
 
 detail::Extra& ValueArena::extra_of(Value& target) {

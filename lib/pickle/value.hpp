@@ -174,16 +174,27 @@ class Value {
   struct CallParts {
     const Value* callable;
     const Value* args;
-    detail::Body* body;  // allocated when the Call is first mutated or has kwargs
   };
 
   explicit Value(Kind kind) noexcept : kind_(kind) {}
   [[nodiscard]] const detail::Body* body() const noexcept;
+  // What a Value needs beyond 16 bytes lives right behind it, in the same node: a Call's Body
+  // pointer (null until the Call is first mutated or gets kwargs) and a Global's Name. Few
+  // values are either, and a wider union would cost every value 8 bytes.
+  [[nodiscard]] detail::Body*& call_body_slot() noexcept {
+    return *std::launder(reinterpret_cast<detail::Body**>(this + 1));
+  }
+  [[nodiscard]] detail::Body* call_body() const noexcept {
+    return *std::launder(reinterpret_cast<detail::Body* const*>(this + 1));
+  }
+  [[nodiscard]] const Name& global_name() const noexcept {
+    return *std::launder(reinterpret_cast<const Name*>(this + 1));
+  }
 
   Kind kind_;
   std::uint8_t flags_ = 0;
   std::uint8_t opcode_ = 0;
-  mutable std::uint8_t walk_mark_ = 0;  // in what was padding: a Value stays 32 bytes
+  mutable std::uint8_t walk_mark_ = 0;  // in what was padding: a Value stays 24 bytes
   std::uint32_t depth_ = 0;
   union {
     bool boolean_;
@@ -191,7 +202,6 @@ class Value {
     double real_;
     Text text_;
     Sequence sequence_;
-    Name global_;
     detail::Body* container_;
     CallParts call_;
     const Value* persistent_id_;
@@ -376,9 +386,12 @@ inline Value* ValueArena::make_container(Kind kind) {
 inline Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args,
                                     Value* kwargs) {
   PTHLOAD_ASSERT(args != nullptr && args->kind() == Kind::kTuple);
-  Value* v = new_value(Kind::kCall);
+  static_assert(sizeof(Value) % alignof(detail::Body*) == 0);
+  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(detail::Body*))) Value(Kind::kCall);
+  ++value_count_;
+  ::new (v + 1) detail::Body*(nullptr);
   v->opcode_ = opcode;
-  v->call_ = {callable, args, nullptr};
+  v->call_ = {callable, args};
   std::uint32_t depth = std::max(callable->depth_, args->depth_);
   if (kwargs != nullptr) {
     extra_of(*v).kwargs = kwargs;
