@@ -53,7 +53,8 @@ class Machine {
   /// Runs the pickle in `input` up to its STOP. Throws FormatError (malformed input or a limit
   /// exceeded; the context carries the opcode's offset and byte) and UnsupportedError (EXT1/2/4
   /// need copyreg's extension registry, NEXT_BUFFER/READONLY_BUFFER out-of-band buffers, which
-  /// no file can carry). The Result borrows `input` (see Result).
+  /// no file can carry). The Result borrows `input` (see Result). A callback in `options` must
+  /// not run this same Machine (the run holds pointers into its stack).
   [[nodiscard]] Result run(std::span<const std::byte> input, const RunOptions& options = {});
 
   [[nodiscard]] const Limits& limits() const noexcept { return limits_; }
