@@ -13,20 +13,12 @@
 #include "common/assert.hpp"
 #include "common/byte_reader.hpp"
 #include "common/check.hpp"
+#include "pickle/memo_pages.hpp"
 #include "pickle/opcodes.hpp"
 #include "pickle/text.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
-namespace {
-
-// INST's module and name and PERSID's id: _pickle.c decodes them as ASCII.
-bool is_ascii(std::string_view text) noexcept {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
-}  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
 // befriend it and lend it its reusable scratch vectors.
@@ -37,14 +29,15 @@ class Interpreter {
         options_(options),
         data_(input.data()),
         size_(input.size()),
-        stack_(machine.stack_),
+        stack_buffer_(machine.stack_),
         marks_(machine.marks_),
-        memo_(machine.memo_),
         sparse_memo_(machine.sparse_memo_),
-        arena_(std::make_unique<ValueArena>()) {
-    stack_.clear();
+        max_values_(limits_.max_pickle_values),
+        max_nesting_(limits_.max_pickle_nesting),
+        max_memo_(limits_.max_pickle_memo) {
+    base_ = top_ = fence_ = stack_buffer_.data();
+    end_ = base_ + stack_buffer_.size();
     marks_.clear();
-    memo_.clear();
     sparse_memo_.clear();
   }
 
@@ -70,12 +63,21 @@ class Interpreter {
     fail(Errc::kPickleStackUnderflow, fmt::format("stack underflow in {}", name()));
   }
   [[nodiscard]] ErrorContext context() const {
-    return {.offset = options_.base_offset + op_offset_, .opcode = opcode_};
+    return {.offset = options_.base_offset + op_offset_, .opcode = opcode()};
   }
-  [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode_); }
+  // The opcode being run: the byte at its offset (every error with an opcode is raised after
+  // that byte was read), so the loop has nothing to store for it.
+  [[nodiscard]] std::uint8_t opcode() const noexcept {
+    PTHLOAD_ASSERT(op_offset_ < size_);
+    return std::to_integer<std::uint8_t>(data_[op_offset_]);
+  }
+  [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode()); }
 
   // ---- reading arguments ----
-  const std::byte* take(std::size_t count) {
+  // The helpers every opcode uses are forced inline: the loop is too large for the compiler's
+  // own budget, which otherwise makes some of them calls (take() alone cost 20 instructions
+  // per opcode as a call).
+  [[gnu::always_inline]] const std::byte* take(std::size_t count) {
     if (count > size_ - pos_) {
       fail(Errc::kPickleTruncated,
            fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, size_ - pos_));
@@ -85,7 +87,7 @@ class Interpreter {
     return p;
   }
   template <typename T>
-  T le() {
+  [[gnu::always_inline]] T le() {
     return common::load_le<T>(take(sizeof(T)));
   }
   std::string_view line() {
@@ -98,7 +100,7 @@ class Interpreter {
     pos_ += static_cast<std::size_t>(newline - start) + 1;
     return {start, static_cast<std::size_t>(newline - start)};
   }
-  std::string_view chars(std::size_t count) {
+  [[gnu::always_inline]] std::string_view chars(std::size_t count) {
     return {reinterpret_cast<const char*>(take(count)), count};
   }
   std::size_t length_u64() {
@@ -108,51 +110,107 @@ class Interpreter {
   }
 
   // ---- the stack ----
-  [[nodiscard]] std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
-  void push(Value* value) {
-    if (stack_.size() >= limits_.max_pickle_stack)
-      fail_limit("max_pickle_stack", limits_.max_pickle_stack);
-    if (arena_->value_count() > limits_.max_pickle_values) {
-      fail_limit("max_pickle_values", limits_.max_pickle_values);
-    }
-    stack_.push_back(value);
+  // The stack's slots are the machine's buffer between base_ and top_; end_ is the buffer's end,
+  // which never lies past max_pickle_stack, so that one comparison per push covers both
+  // (grow_stack() tells them apart). fence_ is the newest MARK's position (base_ without one):
+  // CPython's fence, below which nothing is in reach until that MARK is closed.
+  [[nodiscard]] std::size_t stack_size() const noexcept {
+    return static_cast<std::size_t>(top_ - base_);
   }
-  Value* pop() {
-    // CPython's fence: what lies below the newest MARK is out of reach until it is closed.
-    if (stack_.size() <= fence()) fail_underflow();
-    Value* value = stack_.back();
-    stack_.pop_back();
-    return value;
+  [[nodiscard]] std::size_t above_fence() const noexcept {
+    return static_cast<std::size_t>(top_ - fence_);
   }
-  Value* top() {
-    if (stack_.size() <= fence()) fail_underflow();
-    return stack_.back();
+  // For values already made: every opcode that makes a value pushes it with push_new(), which
+  // fails the run when the value count is over max_pickle_values, so between opcodes the count
+  // is within the limit and a push of an existing value (GET, DUP, the singletons and shared
+  // ints) has no need to look.
+  [[gnu::always_inline]] void push(Value* value) {
+    PTHLOAD_ASSERT(arena_.value_count() <= max_values_);
+    if (top_ == end_) [[unlikely]]
+      grow_stack();
+    *top_++ = value;
+  }
+  // For a value this opcode made (or the persistent_load callback returned): the stack's bound
+  // first, then the value count, in that order.
+  [[gnu::always_inline]] void push_new(Value* value) {
+    if (top_ == end_) [[unlikely]]
+      grow_stack();
+    if (arena_.value_count() > max_values_) [[unlikely]]
+      fail_limit("max_pickle_values", max_values_);
+    *top_++ = value;
+  }
+  void grow_stack();
+  [[gnu::always_inline]] Value* pop() {
+    if (top_ <= fence_) [[unlikely]]
+      fail_underflow();
+    return *--top_;
+  }
+  [[gnu::always_inline]] Value* top() {
+    if (top_ <= fence_) [[unlikely]]
+      fail_underflow();
+    return top_[-1];
+  }
+  // Drops everything above `position` (a stack size).
+  void truncate(std::size_t position) noexcept {
+    PTHLOAD_ASSERT(position <= stack_size());
+    top_ = base_ + position;
   }
   std::size_t pop_mark() {
-    if (marks_.empty()) fail(Errc::kPickleMarkNotFound, fmt::format("no MARK for {}", name()));
+    if (marks_.empty()) [[unlikely]]
+      fail(Errc::kPickleMarkNotFound, fmt::format("no MARK for {}", name()));
     const std::size_t mark = marks_.back();
     marks_.pop_back();
+    fence_ = base_ + (marks_.empty() ? 0 : marks_.back());
     // A mark is a stack position, and pop() never reaches below the newest one.
-    PTHLOAD_ASSERT(mark <= stack_.size());
+    PTHLOAD_ASSERT(mark <= stack_size());
     return mark;
   }
   [[nodiscard]] std::span<Value* const> above(std::size_t mark) const noexcept {
-    PTHLOAD_ASSERT(mark <= stack_.size());
-    return {stack_.data() + mark, stack_.size() - mark};
+    PTHLOAD_ASSERT(mark <= stack_size());
+    return {base_ + mark, top_};
   }
   void check_depth(const Value& value) const {
-    if (value.depth() > limits_.max_pickle_nesting) {
-      fail_limit("max_pickle_nesting", limits_.max_pickle_nesting);
-    }
+    if (value.depth() > max_nesting_) [[unlikely]]
+      fail_limit("max_pickle_nesting", max_nesting_);
   }
   void push_container(Value* value) {
     check_depth(*value);
-    push(value);
+    push_new(value);
   }
 
   // ---- the memo ----
-  void memo_put(std::uint64_t key);
-  void memo_get(std::uint64_t key);
+  // The common case inline: a key in the dense part whose page exists and, for a new entry,
+  // room under max_pickle_memo. Anything else takes the *_slow path, which checks it all again.
+  [[gnu::always_inline]] void memo_put(std::uint64_t key) {
+    Value* value = top();
+    if (key < memo_.size()) {
+      if (Value** slot = memo_.allocated_slot(static_cast<std::size_t>(key))) {
+        // Picklers number entries in order, so a key is nearly always new.
+        if (*slot == nullptr) [[likely]] {
+          if (memo_count_ < max_memo_) {
+            ++memo_count_;
+            *slot = value;
+            return;
+          }
+        } else {
+          *slot = value;
+          return;
+        }
+      }
+    }
+    memo_put_slow(key, value);
+  }
+  [[gnu::always_inline]] void memo_get(std::uint64_t key) {
+    if (key < memo_.size()) {
+      if (Value* value = memo_.get(static_cast<std::size_t>(key))) {
+        push(value);
+        return;
+      }
+    }
+    memo_get_slow(key);
+  }
+  void memo_put_slow(std::uint64_t key, Value* value);
+  void memo_get_slow(std::uint64_t key);
   std::uint64_t memo_key_from_line();
 
   // ---- opcode bodies ----
@@ -163,7 +221,7 @@ class Interpreter {
   void load_float_line();
   void load_string_line();
   void load_unicode_line();
-  void load_unicode(std::size_t size);
+  [[gnu::always_inline]] void load_unicode(std::size_t size);
   void load_bytes(Kind kind, std::size_t size);
   void load_tuple(std::size_t count);
   void load_from_mark(Kind kind);
@@ -205,14 +263,25 @@ class Interpreter {
   std::size_t size_;
   std::size_t pos_ = 0;
   std::size_t op_offset_ = 0;
-  std::uint8_t opcode_ = 0;
   int protocol_ = 0;
-  std::vector<Value*>& stack_;
+  std::vector<Value*>& stack_buffer_;
+  Value** base_ = nullptr;
+  Value** top_ = nullptr;
+  Value** end_ = nullptr;
+  Value** fence_ = nullptr;
   std::vector<std::size_t>& marks_;
-  MemoPages& memo_;
+  // The arena and the memo's dense part are the run's own, not the machine's, so that the loop
+  // reaches them without a pointer to follow: finish() moves the arena into the Result, and the
+  // memo's pages go with the run (MemoPages kept none from run to run either).
+  MemoPages memo_;  // keys below memo_.size()
   std::unordered_map<std::uint64_t, Value*>& sparse_memo_;
   std::size_t memo_count_ = 0;
-  std::unique_ptr<ValueArena> arena_;
+  ValueArena arena_;
+  // The limits read on every push, memo entry and container, held here rather than behind the
+  // reference to the Limits.
+  std::size_t max_values_;
+  std::size_t max_nesting_;
+  std::size_t max_memo_;
 };
 
 // ---- the memo ----
@@ -221,8 +290,7 @@ class Interpreter {
 // a dense vector; but a key is a 32-bit (LONG_BINPUT) or arbitrary (PUT) number, and growing
 // the vector to a hostile key would allocate by the key's value. The dense part therefore grows
 // only to about twice the number of entries; keys beyond it go to a hash map.
-void Interpreter::memo_put(std::uint64_t key) {
-  Value* value = top();
+void Interpreter::memo_put_slow(std::uint64_t key, Value* value) {
   if (key < memo_.size()) {
     Value*& slot = memo_.slot(key);
     if (slot == nullptr) {
@@ -260,7 +328,7 @@ void Interpreter::memo_put(std::uint64_t key) {
   memo_.slot(key) = value;
 }
 
-void Interpreter::memo_get(std::uint64_t key) {
+void Interpreter::memo_get_slow(std::uint64_t key) {
   Value* value = nullptr;
   if (key < memo_.size()) {
     value = memo_.get(key);
@@ -283,18 +351,35 @@ std::uint64_t Interpreter::memo_key_from_line() {
   return static_cast<std::uint64_t>(parsed->value);
 }
 
+// ---- the stack ----
+
+void Interpreter::grow_stack() {
+  const std::size_t size = stack_size();
+  if (size >= limits_.max_pickle_stack) fail_limit("max_pickle_stack", limits_.max_pickle_stack);
+  // Doubling, as a vector's push_back would, but never past the limit: the slots are paid for
+  // by the opcodes that fill them.
+  const std::size_t fence = static_cast<std::size_t>(fence_ - base_);
+  const std::size_t doubled = std::max<std::size_t>(stack_buffer_.size() * 2, 256);
+  stack_buffer_.resize(std::max(size + 1, std::min(doubled, limits_.max_pickle_stack)));
+  base_ = stack_buffer_.data();
+  top_ = base_ + size;
+  fence_ = base_ + fence;
+  end_ = base_ + stack_buffer_.size();
+}
+
 // ---- opcode bodies ----
 
-void Interpreter::load_mark() {
+inline void Interpreter::load_mark() {
   if (marks_.size() >= limits_.max_pickle_stack)
     fail_limit("max_pickle_stack", limits_.max_pickle_stack);
-  marks_.push_back(stack_.size());
+  marks_.push_back(stack_size());
+  fence_ = top_;
 }
 
 void Interpreter::load_pop() {
   // As in _pickle.c: POP discards the newest MARK when nothing was pushed after it.
-  if (!marks_.empty() && marks_.back() == stack_.size()) {
-    marks_.pop_back();
+  if (!marks_.empty() && marks_.back() == stack_size()) {
+    (void)pop_mark();
   } else {
     (void)pop();
   }
@@ -304,7 +389,7 @@ void Interpreter::load_int_line() {
   const auto text = line();
   // Protocol 0 writes True and False as INT 01 and 00.
   if (text == "00" || text == "01") {
-    push(arena_->boolean(text == "01"));
+    push(arena_.boolean(text == "01"));
     return;
   }
   // Only what picklers write: decimal without leading zeros. _pickle.c would also take C
@@ -314,8 +399,8 @@ void Interpreter::load_int_line() {
   if (!parsed || (digits.size() > 1 && digits[0] == '0')) {
     fail(Errc::kPickleBadArgument, "invalid INT literal");
   }
-  push(parsed->big.empty() ? arena_->make_int(parsed->value)
-                           : arena_->make_int_from_bytes(parsed->big));
+  push_new(parsed->big.empty() ? arena_.make_int(parsed->value)
+                               : arena_.make_int_from_bytes(parsed->big));
 }
 
 void Interpreter::load_long_line() {
@@ -323,14 +408,14 @@ void Interpreter::load_long_line() {
   if (!text.empty() && text.back() == 'L') text.remove_suffix(1);  // Python 2's repr suffix
   const auto parsed = text::parse_decimal(text);
   if (!parsed) fail(Errc::kPickleBadArgument, "invalid LONG literal");
-  push(parsed->big.empty() ? arena_->make_int(parsed->value)
-                           : arena_->make_int_from_bytes(parsed->big));
+  push_new(parsed->big.empty() ? arena_.make_int(parsed->value)
+                               : arena_.make_int_from_bytes(parsed->big));
 }
 
 void Interpreter::load_float_line() {
   const auto value = text::parse_float(line());
   if (!value) fail(Errc::kPickleBadArgument, "invalid FLOAT literal");
-  push(arena_->make_float(*value));
+  push_new(arena_.make_float(*value));
 }
 
 void Interpreter::load_string_line() {
@@ -341,12 +426,12 @@ void Interpreter::load_string_line() {
   }
   const auto body = text.substr(1, text.size() - 2);
   if (body.find('\\') == std::string_view::npos) {
-    push(arena_->make_bytes_view(Kind::kPython2String, std::as_bytes(std::span{body})));
+    push_new(arena_.make_bytes_view(Kind::kPython2String, std::as_bytes(std::span{body})));
     return;
   }
   const auto decoded = text::unescape_string(body);
   if (!decoded) fail(Errc::kPickleBadArgument, "invalid escape in STRING");
-  push(arena_->make_bytes(Kind::kPython2String, std::as_bytes(std::span{*decoded})));
+  push_new(arena_.make_bytes(Kind::kPython2String, std::as_bytes(std::span{*decoded})));
 }
 
 void Interpreter::load_unicode_line() {
@@ -355,52 +440,52 @@ void Interpreter::load_unicode_line() {
   for (std::size_t i = 0; plain && i < text.size(); ++i)
     plain = static_cast<unsigned char>(text[i]) < 0x80;
   if (plain) {
-    push(arena_->make_string_view(text));
+    push_new(arena_.make_string_view(text));
     return;
   }
   bool has_surrogates = false;
   const auto decoded = text::decode_raw_unicode_escape(text, has_surrogates);
   if (!decoded) fail(Errc::kPickleBadArgument, "invalid raw-unicode-escape in UNICODE");
-  push(arena_->make_string(*decoded, has_surrogates));
+  push_new(arena_.make_string(*decoded, has_surrogates));
 }
 
-void Interpreter::load_unicode(std::size_t size) {
+inline void Interpreter::load_unicode(std::size_t size) {
   const auto text = chars(size);
   // CPython decodes with 'surrogatepass', so encoded lone surrogates are accepted (and kept).
-  const auto check = text::check_utf8(text);
+  const auto check = text::is_ascii(text) ? text::Utf8::kValid : text::check_utf8(text);
   if (check == text::Utf8::kInvalid) {
     fail(Errc::kPickleInvalidUtf8, fmt::format("invalid UTF-8 in {}", name()));
   }
-  push(arena_->make_string_view(text, check == text::Utf8::kValidWithSurrogates));
+  push_new(arena_.make_string_view(text, check == text::Utf8::kValidWithSurrogates));
 }
 
 void Interpreter::load_bytes(Kind kind, std::size_t size) {
-  push(arena_->make_bytes_view(kind, {take(size), size}));
+  push_new(arena_.make_bytes_view(kind, {take(size), size}));
 }
 
-void Interpreter::load_tuple(std::size_t count) {
-  if (stack_.size() - fence() < count) fail_underflow();
-  const std::size_t first = stack_.size() - count;
-  Value* tuple = arena_->make_tuple(above(first));
-  stack_.resize(first);
+inline void Interpreter::load_tuple(std::size_t count) {
+  if (above_fence() < count) fail_underflow();
+  const std::size_t first = stack_size() - count;
+  Value* tuple = arena_.make_tuple(above(first));
+  truncate(first);
   push_container(tuple);
 }
 
-void Interpreter::load_from_mark(Kind kind) {
+inline void Interpreter::load_from_mark(Kind kind) {
   const std::size_t mark = pop_mark();
   const auto items = above(mark);
   Value* value = nullptr;
   if (kind == Kind::kTuple) {
-    value = arena_->make_tuple(items);
+    value = arena_.make_tuple(items);
   } else if (kind == Kind::kFrozenSet) {
     for (const Value* item : items)
       require_key(*item);
-    value = arena_->make_frozenset(items);
+    value = arena_.make_frozenset(items);
   } else {
-    value = arena_->make_container(Kind::kList);
-    arena_->append_many(*value, items);
+    value = arena_.make_container(Kind::kList);
+    arena_.append_many(*value, items);
   }
-  stack_.resize(mark);
+  truncate(mark);
   push_container(value);
 }
 
@@ -408,30 +493,30 @@ void Interpreter::load_dict_from_mark() {
   const std::size_t mark = pop_mark();
   const auto items = above(mark);
   if (items.size() % 2 != 0) fail(Errc::kPickleBadArgument, "odd number of items for DICT");
-  Value* dict = arena_->make_container(Kind::kDict);
+  Value* dict = arena_.make_container(Kind::kDict);
   for (std::size_t i = 0; i < items.size(); i += 2) {
     require_key(*items[i]);
-    arena_->set_item(*dict, items[i], items[i + 1]);
+    arena_.set_item(*dict, items[i], items[i + 1]);
   }
-  stack_.resize(mark);
+  truncate(mark);
   push_container(dict);
 }
 
 void Interpreter::load_appends(std::size_t mark) {
   // The target sits just below the items (and, for APPENDS, below the MARK just popped).
-  if (mark <= fence()) fail_underflow();
-  Value& target = *stack_[mark - 1];
+  if (base_ + mark <= fence_) fail_underflow();
+  Value& target = *base_[mark - 1];
   if (target.kind() != Kind::kList && target.kind() != Kind::kCall) {
     fail_type(fmt::format("cannot append to a {}", kind_name(target.kind())));
   }
-  arena_->append_many(target, above(mark));
-  stack_.resize(mark);
+  arena_.append_many(target, above(mark));
+  truncate(mark);
   check_depth(target);
 }
 
-void Interpreter::load_setitems(std::size_t mark) {
-  if (mark <= fence()) fail_underflow();
-  Value& target = *stack_[mark - 1];
+inline void Interpreter::load_setitems(std::size_t mark) {
+  if (base_ + mark <= fence_) fail_underflow();
+  Value& target = *base_[mark - 1];
   const auto items = above(mark);
   if (target.kind() != Kind::kDict && target.kind() != Kind::kCall) {
     fail_type(fmt::format("cannot set items on a {}", kind_name(target.kind())));
@@ -439,27 +524,28 @@ void Interpreter::load_setitems(std::size_t mark) {
   if (items.size() % 2 != 0) {
     fail(Errc::kPickleBadArgument, fmt::format("odd number of items for {}", name()));
   }
+  arena_.reserve_entries(target, items.size() / 2);
   for (std::size_t i = 0; i < items.size(); i += 2) {
     // A Call may be any mapping class, whose keys Python does not necessarily hash.
     if (target.kind() == Kind::kDict) require_key(*items[i]);
-    arena_->set_item(target, items[i], items[i + 1]);
+    arena_.set_item(target, items[i], items[i + 1]);
   }
-  stack_.resize(mark);
+  truncate(mark);
   check_depth(target);
 }
 
 void Interpreter::load_additems() {
   const std::size_t mark = pop_mark();
-  if (mark <= fence()) fail_underflow();
-  Value& target = *stack_[mark - 1];
+  if (base_ + mark <= fence_) fail_underflow();
+  Value& target = *base_[mark - 1];
   if (target.kind() != Kind::kSet && target.kind() != Kind::kCall) {
     fail_type(fmt::format("cannot add items to a {}", kind_name(target.kind())));
   }
   for (Value* item : above(mark)) {
     if (target.kind() == Kind::kSet) require_key(*item);
-    arena_->add_item(target, item);
+    arena_.add_item(target, item);
   }
-  stack_.resize(mark);
+  truncate(mark);
   check_depth(target);
 }
 
@@ -474,7 +560,7 @@ void Interpreter::load_global() {
   if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, fmt::format("{} name too long", name()));
   }
-  push(arena_->make_global_view(module, qualified_name));
+  push_new(arena_.make_global_view(module, qualified_name));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
@@ -488,18 +574,18 @@ void Interpreter::load_stack_global() {
   if (module->as_string().size() > UINT32_MAX || qualified_name->as_string().size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, "STACK_GLOBAL name too long");
   }
-  push(arena_->make_global_view(module->as_string(), qualified_name->as_string()));
+  push_new(arena_.make_global_view(module->as_string(), qualified_name->as_string()));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
-void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
+inline void Interpreter::load_call(Value* callable, Value* args, Value* kwargs) {
   require_callable(*callable);
   require_tuple(*args, "the arguments");
   if (kwargs != nullptr && kwargs->kind() != Kind::kDict && kwargs->kind() != Kind::kCall) {
     fail_type(
         fmt::format("the keyword arguments must be a dict, not a {}", kind_name(kwargs->kind())));
   }
-  push_container(arena_->make_call(opcode_, callable, args, kwargs));
+  push_container(arena_.make_call(opcode(), callable, args, kwargs));
   if (options_.on_global_or_call) options_.on_global_or_call(*top());
 }
 
@@ -507,26 +593,27 @@ void Interpreter::load_inst() {
   const std::size_t mark = pop_mark();
   const auto module = line();
   const auto qualified_name = line();
-  if (!is_ascii(module) || !is_ascii(qualified_name)) {
+  // _pickle.c decodes INST's module and name as ASCII.
+  if (!text::is_ascii(module) || !text::is_ascii(qualified_name)) {
     fail(Errc::kPickleInvalidUtf8, "INST module and name must be ASCII");
   }
   if (module.size() > UINT32_MAX || qualified_name.size() > UINT32_MAX) {
     fail(Errc::kPickleBadArgument, "INST name too long");
   }
-  Value* args = arena_->make_tuple(above(mark));
-  stack_.resize(mark);
+  Value* args = arena_.make_tuple(above(mark));
+  truncate(mark);
   check_depth(*args);
-  Value* cls = arena_->make_global_view(module, qualified_name);
+  Value* cls = arena_.make_global_view(module, qualified_name);
   if (options_.on_global_or_call) options_.on_global_or_call(*cls);
   load_call(cls, args, nullptr);
 }
 
 void Interpreter::load_obj() {
   const std::size_t mark = pop_mark();
-  if (stack_.size() - mark < 1) fail_underflow();
-  Value* cls = stack_[mark];
-  Value* args = arena_->make_tuple(above(mark + 1));
-  stack_.resize(mark);
+  if (stack_size() - mark < 1) fail_underflow();
+  Value* cls = base_[mark];
+  Value* args = arena_.make_tuple(above(mark + 1));
+  truncate(mark);
   check_depth(*args);
   load_call(cls, args, nullptr);
 }
@@ -539,7 +626,7 @@ void Interpreter::load_build() {
     case Kind::kDict:
     case Kind::kSet:
     case Kind::kCall:
-      arena_->add_state(target, state);
+      arena_.add_state(target, state);
       check_depth(target);
       return;
     default:
@@ -550,36 +637,35 @@ void Interpreter::load_build() {
   }
 }
 
-void Interpreter::load_persistent(Value* id) {
+inline void Interpreter::load_persistent(Value* id) {
   const Value* value = nullptr;
   if (options_.persistent_load) {
     // The torch layer's errors about the id are located at this opcode.
-    value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode_},
-                                 [&] { return options_.persistent_load(*id, *arena_); });
+    value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode()},
+                                 [&] { return options_.persistent_load(*id, arena_); });
   }
   // Values only come into being in an arena, non-const: handing one back as const and taking
   // it again as mutable (a later APPEND may extend it) is sound.
-  Value* pushed = value != nullptr ? const_cast<Value*>(value) : arena_->make_persistent(id);
+  Value* pushed = value != nullptr ? const_cast<Value*>(value) : arena_.make_persistent(id);
   push_container(pushed);
 }
 
 Result Interpreter::finish() {
   if (!marks_.empty()) fail(Errc::kPickleBadStop, "STOP with an open MARK");
-  if (stack_.size() != 1) {
+  if (stack_size() != 1) {
     fail(Errc::kPickleBadStop,
-         fmt::format("STOP with {} values on the stack (expected one)", stack_.size()));
+         fmt::format("STOP with {} values on the stack (expected one)", stack_size()));
   }
   if (!options_.allow_trailing_bytes && pos_ != size_) {
     throw FormatError(Errc::kPickleTrailingBytes,
                       fmt::format("pickle: {} trailing bytes after STOP", size_ - pos_),
-                      {.offset = options_.base_offset + pos_, .opcode = opcode_});
+                      {.offset = options_.base_offset + pos_, .opcode = opcode()});
   }
   Result result;
-  result.root = stack_.back();
+  result.root = base_[0];
   result.end_offset = pos_;
   result.protocol = protocol_;
-  result.arena = std::move(arena_);
-  stack_.clear();
+  result.arena = std::make_unique<ValueArena>(std::move(arena_));
   return result;
 }
 
@@ -590,8 +676,8 @@ Result Interpreter::run() {
       throw FormatError(Errc::kPickleNoStop, "pickle: input ended before STOP",
                         {.offset = options_.base_offset + pos_});
     }
-    opcode_ = std::to_integer<std::uint8_t>(data_[pos_++]);
-    switch (static_cast<Opcode>(opcode_)) {
+    const auto this_opcode = static_cast<Opcode>(std::to_integer<std::uint8_t>(data_[pos_++]));
+    switch (this_opcode) {
       // ---- framing and control ----
       case Opcode::kProto: {
         const auto version = le<std::uint8_t>();
@@ -614,7 +700,7 @@ Result Interpreter::run() {
         load_pop();
         break;
       case Opcode::kPopMark:
-        stack_.resize(pop_mark());
+        truncate(pop_mark());
         break;
       case Opcode::kDup:
         push(top());
@@ -645,39 +731,40 @@ Result Interpreter::run() {
 
       // ---- scalars ----
       case Opcode::kNone:
-        push(arena_->none());
+        push(arena_.none());
         break;
       case Opcode::kNewTrue:
-        push(arena_->boolean(true));
+        push(arena_.boolean(true));
         break;
       case Opcode::kNewFalse:
-        push(arena_->boolean(false));
+        push(arena_.boolean(false));
         break;
       case Opcode::kInt:
         load_int_line();
         break;
       case Opcode::kBinInt:
-        push(arena_->make_int(static_cast<std::int32_t>(le<std::uint32_t>())));
+        push_new(arena_.make_int(static_cast<std::int32_t>(le<std::uint32_t>())));
         break;
       case Opcode::kBinInt1:
-        push(arena_->make_int(le<std::uint8_t>()));
+        // 0 to 255: always one of the arena's shared ints, which count as no new value.
+        push(arena_.make_int(le<std::uint8_t>()));
         break;
       case Opcode::kBinInt2:
-        push(arena_->make_int(le<std::uint16_t>()));
+        push_new(arena_.make_int(le<std::uint16_t>()));
         break;
       case Opcode::kLong:
         load_long_line();
         break;
       case Opcode::kLong1: {
         const auto size = le<std::uint8_t>();
-        push(arena_->make_int_from_bytes({take(size), size}));
+        push_new(arena_.make_int_from_bytes({take(size), size}));
         break;
       }
       case Opcode::kLong4: {
         const auto size = static_cast<std::int32_t>(le<std::uint32_t>());
         if (size < 0) fail(Errc::kPickleBadArgument, "negative byte count in LONG4");
         const auto count = static_cast<std::size_t>(size);
-        push(arena_->make_int_from_bytes({take(count), count}));
+        push_new(arena_.make_int_from_bytes({take(count), count}));
         break;
       }
       case Opcode::kFloat:
@@ -685,7 +772,7 @@ Result Interpreter::run() {
         break;
       case Opcode::kBinFloat:
         // Big-endian, unlike every other number in a pickle.
-        push(arena_->make_float(std::bit_cast<double>(common::load_be<std::uint64_t>(take(8)))));
+        push_new(arena_.make_float(std::bit_cast<double>(common::load_be<std::uint64_t>(take(8)))));
         break;
 
       // ---- strings and bytes ----
@@ -728,7 +815,7 @@ Result Interpreter::run() {
 
       // ---- containers ----
       case Opcode::kEmptyTuple:
-        push(arena_->empty_tuple());
+        push(arena_.empty_tuple());
         break;
       case Opcode::kTuple1:
         load_tuple(1);
@@ -743,33 +830,33 @@ Result Interpreter::run() {
         load_from_mark(Kind::kTuple);
         break;
       case Opcode::kEmptyList:
-        push(arena_->make_container(Kind::kList));
+        push_new(arena_.make_container(Kind::kList));
         break;
       case Opcode::kList:
         load_from_mark(Kind::kList);
         break;
       case Opcode::kEmptyDict:
-        push(arena_->make_container(Kind::kDict));
+        push_new(arena_.make_container(Kind::kDict));
         break;
       case Opcode::kDict:
         load_dict_from_mark();
         break;
       case Opcode::kEmptySet:
-        push(arena_->make_container(Kind::kSet));
+        push_new(arena_.make_container(Kind::kSet));
         break;
       case Opcode::kFrozenSet:
         load_from_mark(Kind::kFrozenSet);
         break;
       case Opcode::kAppend:
-        if (stack_.size() - fence() < 2) fail_underflow();
-        load_appends(stack_.size() - 1);
+        if (above_fence() < 2) fail_underflow();
+        load_appends(stack_size() - 1);
         break;
       case Opcode::kAppends:
         load_appends(pop_mark());
         break;
       case Opcode::kSetItem:
-        if (stack_.size() - fence() < 2) fail_underflow();
-        load_setitems(stack_.size() - 2);
+        if (above_fence() < 2) fail_underflow();
+        load_setitems(stack_size() - 2);
         break;
       case Opcode::kSetItems:
         load_setitems(pop_mark());
@@ -815,8 +902,9 @@ Result Interpreter::run() {
         break;
       case Opcode::kPersId: {
         const auto id = line();
-        if (!is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
-        load_persistent(arena_->make_string_view(id));
+        // _pickle.c decodes PERSID's id as ASCII.
+        if (!text::is_ascii(id)) fail(Errc::kPickleBadArgument, "PERSID id must be ASCII");
+        load_persistent(arena_.make_string_view(id));
         break;
       }
       case Opcode::kBinPersId:
@@ -827,8 +915,9 @@ Result Interpreter::run() {
       case Opcode::kExt1:
       case Opcode::kExt2:
       case Opcode::kExt4: {
-        const auto opcode = static_cast<Opcode>(opcode_);
-        const std::size_t width = opcode == Opcode::kExt1 ? 1 : opcode == Opcode::kExt2 ? 2 : 4;
+        const std::size_t width = this_opcode == Opcode::kExt1   ? 1
+                                  : this_opcode == Opcode::kExt2 ? 2
+                                                                 : 4;
         std::uint32_t code = 0;
         const std::byte* p = take(width);
         for (std::size_t i = 0; i < width; ++i)
@@ -842,7 +931,7 @@ Result Interpreter::run() {
         fail_unsupported("it only follows NEXT_BUFFER, whose out-of-band buffers a file lacks");
 
       default:
-        fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode_));
+        fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode()));
     }
   }
 }

@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pickle/memo_pages.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 
@@ -49,8 +48,8 @@ struct RunOptions {
   std::function<void()> on_abandon;
 };
 
-/// Runs pickles. Holds its limits and scratch space (stack, marks, memo) reused from run to
-/// run; not thread-safe: one Machine per thread.
+/// Runs pickles. Holds its limits and scratch space (stack, marks, the memo's sparse keys) reused
+/// from run to run; not thread-safe: one Machine per thread.
 class Machine {
  public:
   explicit Machine(const Limits& limits = {});
@@ -58,7 +57,8 @@ class Machine {
   /// Runs the pickle in `input` up to its STOP. Throws FormatError (malformed input or a limit
   /// exceeded; the context carries the opcode's offset and byte) and UnsupportedError (EXT1/2/4
   /// need copyreg's extension registry, NEXT_BUFFER/READONLY_BUFFER out-of-band buffers, which
-  /// no file can carry). The Result borrows `input` (see Result).
+  /// no file can carry). The Result borrows `input` (see Result). A callback in `options` must
+  /// not run this same Machine (the run holds pointers into its stack).
   [[nodiscard]] Result run(std::span<const std::byte> input, const RunOptions& options = {});
 
   [[nodiscard]] const Limits& limits() const noexcept { return limits_; }
@@ -66,10 +66,9 @@ class Machine {
  private:
   friend class Interpreter;
   Limits limits_;
-  std::vector<Value*> stack_;
+  std::vector<Value*> stack_;  // the stack's slots; a run keeps its own top (see Interpreter)
   std::vector<std::size_t> marks_;
-  MemoPages memo_;  // dense part: keys below memo_.size()
-  std::unordered_map<std::uint64_t, Value*> sparse_memo_;
+  std::unordered_map<std::uint64_t, Value*> sparse_memo_;  // keys beyond the dense part
 };
 
 }  // namespace pthload::pickle

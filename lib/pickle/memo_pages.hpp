@@ -25,6 +25,11 @@ class MemoPages {
     Value* const* page = pages_[key >> kPageBits];
     return page != nullptr ? page[key & (kPageSlots - 1)] : nullptr;
   }
+  /// The slot of `key` (below size()) if its page is allocated, else null.
+  [[nodiscard]] Value** allocated_slot(std::size_t key) const noexcept {
+    Value** page = pages_[key >> kPageBits];
+    return page != nullptr ? page + (key & (kPageSlots - 1)) : nullptr;
+  }
   /// The slot of `key` (below size()), its page allocated if it has none. Throws bad_alloc.
   [[nodiscard]] Value*& slot(std::size_t key) {
     Value**& page = pages_[key >> kPageBits];
@@ -39,11 +44,6 @@ class MemoPages {
     if (size <= size_) return;
     pages_.resize((size + kPageSlots - 1) >> kPageBits);
     size_ = size;
-  }
-  void clear() noexcept {
-    pages_.clear();
-    size_ = 0;
-    arena_ = common::BumpArena();
   }
 
  private:

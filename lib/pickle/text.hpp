@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,32 @@ enum class Utf8 : std::uint8_t {
 /// Validates `bytes` as UTF-8: no overlong forms, nothing above U+10FFFF; encoded surrogates
 /// are reported apart, since CPython writes them (BINUNICODE uses 'surrogatepass').
 [[nodiscard]] Utf8 check_utf8(std::string_view bytes) noexcept;
+
+/// Whether every byte is below 0x80 (then check_utf8 says kValid). Inline, for the names and
+/// keys of a checkpoint, nearly all short and ASCII, before check_utf8 is called for the rest.
+[[nodiscard]] inline bool is_ascii(std::string_view bytes) noexcept {
+  const char* p = bytes.data();
+  std::size_t n = bytes.size();
+  std::uint64_t bits = 0;
+  for (; n >= 8; p += 8, n -= 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
+    bits |= word;
+  }
+  if (n >= 4) {
+    // 4 to 7 bytes left: two loads that overlap cover them.
+    std::uint32_t head;
+    std::uint32_t tail;
+    std::memcpy(&head, p, 4);
+    std::memcpy(&tail, p + n - 4, 4);
+    bits |= head | tail;
+  } else if (n > 0) {
+    // 1 to 3 bytes left: the first, the middle and the last are all of them.
+    bits |= static_cast<unsigned char>(p[0]) | static_cast<unsigned char>(p[n / 2]) |
+            static_cast<unsigned char>(p[n - 1]);
+  }
+  return (bits & 0x8080'8080'8080'8080) == 0;
+}
 
 /// CPython's limit on decimal digits converted to an int (sys.int_info.default_max_str_digits):
 /// the conversion is quadratic, so longer text is refused as CPython 3.11+ refuses it.

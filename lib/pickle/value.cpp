@@ -10,8 +10,9 @@
 
 namespace pthload::pickle {
 
-// Values are 32 bytes; the arena is sized by it (a pickle of 100 000 tensors makes millions).
-static_assert(sizeof(Value) == 32);
+// Values are 24 bytes (a Call 32 and a Global 48 with what lies behind them); the arena is sized
+// by it (a pickle of 100 000 tensors makes nearly a million).
+static_assert(sizeof(Value) == 24);
 
 std::string_view kind_name(Kind kind) noexcept {
   switch (kind) {
@@ -83,12 +84,12 @@ std::span<const std::byte> Value::as_bytes() const noexcept {
 
 std::string_view Value::module() const noexcept {
   assert(kind_ == Kind::kGlobal);
-  return {global_.module, global_.module_size};
+  return {global_name().module, global_name().module_size};
 }
 
 std::string_view Value::name() const noexcept {
   assert(kind_ == Kind::kGlobal);
-  return {global_.name, global_.name_size};
+  return {global_name().name, global_name().name_size};
 }
 
 bool Value::is_global(std::string_view module_name,
@@ -103,7 +104,7 @@ const detail::Body* Value::body() const noexcept {
     case Kind::kSet:
       return container_;
     case Kind::kCall:
-      return call_.body;
+      return call_body();
     default:
       return nullptr;
   }
@@ -149,8 +150,8 @@ const Value& Value::args() const noexcept {
 
 const Value* Value::kwargs() const noexcept {
   assert(kind_ == Kind::kCall);
-  return call_.body != nullptr && call_.body->extra != nullptr ? call_.body->extra->kwargs
-                                                               : nullptr;
+  const detail::Body* b = call_body();
+  return b != nullptr && b->extra != nullptr ? b->extra->kwargs : nullptr;
 }
 
 const Value& Value::persistent_id() const noexcept {
@@ -176,6 +177,29 @@ ValueArena::ValueArena(ValueArena&&) noexcept = default;
 ValueArena& ValueArena::operator=(ValueArena&&) noexcept = default;
 ValueArena::~ValueArena() = default;
 
+namespace {
+
+// Node chunks double from 1 KiB (a small pickle's arena stays small) to 64 KiB, small beside the
+// arena's 4 MiB blocks, so that a chunk that no longer fits a block wastes little of it.
+constexpr std::size_t kFirstChunkSize = 1024;
+constexpr std::size_t kMaxChunkSize = 64 * 1024;
+static_assert(sizeof(Value) % alignof(Value) == 0 && sizeof(detail::Body) % alignof(Value) == 0);
+
+}  // namespace
+
+void* ValueArena::allocate_node_slow(std::size_t size) {
+  const std::size_t chunk = std::max(next_chunk_size_, kFirstChunkSize);
+  // A node as large as half a chunk (a tuple of dozens or thousands) gets memory of its own and
+  // leaves the chunk in use, so that what a new chunk abandons is less than half of one.
+  if (size > chunk / 2) return allocate(size, alignof(Value));
+  next_chunk_size_ = std::min(chunk * 2, kMaxChunkSize);
+  node_cursor_ = static_cast<std::byte*>(allocate(chunk, alignof(Value)));
+  node_limit_ = node_cursor_ + chunk;
+  void* node = node_cursor_;
+  node_cursor_ += size;
+  return node;
+}
+
 std::string_view ValueArena::copy(std::string_view text) {
   if (text.empty()) return {};
   auto* data = static_cast<char*>(allocate(text.size(), 1));
@@ -183,24 +207,13 @@ std::string_view ValueArena::copy(std::string_view text) {
   return {data, text.size()};
 }
 
-Value* ValueArena::new_value(Kind kind) {
-  ++value_count_;
-  return ::new (allocate(sizeof(Value), alignof(Value))) Value(kind);
-}
-
-Value* ValueArena::make_int(std::int64_t value) {
-  if (value >= kSmallIntMin && value <= kSmallIntMax) {
-    Value*& shared = small_ints_[value - kSmallIntMin];
-    if (shared == nullptr) {
-      shared = new_value(Kind::kInt);
-      shared->integer_ = value;
-      --value_count_;
-    }
-    return shared;
-  }
-  Value* v = new_value(Kind::kInt);
-  v->integer_ = value;
-  return v;
+Value* ValueArena::make_shared_small_int(std::int64_t value) {
+  assert(value >= kSmallIntMin && value <= kSmallIntMax);
+  Value*& shared = small_ints_[value - kSmallIntMin];
+  shared = new_value(Kind::kInt);
+  shared->integer_ = value;
+  --value_count_;
+  return shared;
 }
 
 Value* ValueArena::make_int_from_bytes(std::span<const std::byte> bytes) {
@@ -239,13 +252,6 @@ Value* ValueArena::make_string(std::string_view text, bool has_surrogates) {
   return make_string_view(copy(text), has_surrogates);
 }
 
-Value* ValueArena::make_string_view(std::string_view text, bool has_surrogates) {
-  Value* v = new_value(Kind::kString);
-  v->text_ = {text.data(), text.size()};
-  if (has_surrogates) v->flags_ |= Value::kHasSurrogates;
-  return v;
-}
-
 Value* ValueArena::make_bytes(Kind kind, std::span<const std::byte> bytes) {
   const auto text = copy({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
   return make_bytes_view(kind, std::as_bytes(std::span{text.data(), text.size()}));
@@ -266,16 +272,19 @@ Value* ValueArena::make_global(std::string_view module, std::string_view name) {
 
 Value* ValueArena::make_global_view(std::string_view module, std::string_view name) {
   assert(module.size() <= UINT32_MAX && name.size() <= UINT32_MAX);
-  Value* v = new_value(Kind::kGlobal);
-  v->global_ = {module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
-                static_cast<std::uint32_t>(name.size())};
+  static_assert(sizeof(Value) % alignof(Value::Name) == 0 && sizeof(Value::Name) % 8 == 0);
+  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(Value::Name))) Value(Kind::kGlobal);
+  ++value_count_;
+  ::new (v + 1) Value::Name{module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
+                            static_cast<std::uint32_t>(name.size())};
   return v;
 }
 
 namespace {
 
-// Python hashes a tuple by hashing its elements, so a tuple is unhashable exactly when one
-// element is; tuples are immutable, so the answer fixed at construction stays right.
+// The bound on a container's elements (GrowArray sizes are 32-bit, and doubling must not wrap).
+constexpr std::size_t kMaxElements = UINT32_MAX / 2;
+
 template <typename Span>
 std::uint32_t max_child_depth(Span elements) {
   std::uint32_t depth = 0;
@@ -285,24 +294,6 @@ std::uint32_t max_child_depth(Span elements) {
 }
 
 }  // namespace
-
-Value* ValueArena::make_tuple(std::span<Value* const> elements) {
-  if (elements.empty()) return empty_tuple_;
-  auto** data = static_cast<const Value**>(
-      allocate(elements.size() * sizeof(const Value*), alignof(const Value*)));
-  bool hashable = true;
-  std::uint32_t depth = 0;
-  for (std::size_t i = 0; i < elements.size(); ++i) {
-    data[i] = elements[i];
-    hashable = hashable && elements[i]->is_hashable();
-    depth = std::max(depth, elements[i]->depth());
-  }
-  Value* v = new_value(Kind::kTuple);
-  v->sequence_ = {data, elements.size()};
-  v->depth_ = depth + 1;
-  if (!hashable) v->flags_ |= Value::kUnhashable;
-  return v;
-}
 
 Value* ValueArena::make_frozenset(std::span<Value* const> elements) {
   const Value** data = nullptr;
@@ -317,47 +308,13 @@ Value* ValueArena::make_frozenset(std::span<Value* const> elements) {
   return v;
 }
 
-Value* ValueArena::make_container(Kind kind) {
-  assert(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
-  auto* body = ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
-  Value* v = new_value(kind);
-  v->container_ = body;
-  v->depth_ = 1;
-  v->flags_ |= Value::kUnhashable;
-  return v;
-}
-
-Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args, Value* kwargs) {
-  assert(args != nullptr && args->kind() == Kind::kTuple);
-  Value* v = new_value(Kind::kCall);
-  v->opcode_ = opcode;
-  v->call_ = {callable, args, nullptr};
-  std::uint32_t depth = std::max(callable->depth(), args->depth());
-  if (kwargs != nullptr) {
-    extra_of(*v).kwargs = kwargs;
-    depth = std::max(depth, kwargs->depth());
+detail::Body& ValueArena::call_body(Value& call) {
+  assert(call.kind_ == Kind::kCall);
+  detail::Body*& body = call.call_body_slot();
+  if (body == nullptr) {
+    body = ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
   }
-  v->depth_ = depth + 1;
-  return v;
-}
-
-Value* ValueArena::make_persistent(Value* id) {
-  Value* v = new_value(Kind::kPersistent);
-  v->persistent_id_ = id;
-  v->depth_ = id->depth() + 1;
-  return v;
-}
-
-detail::Body& ValueArena::body_of(Value& target) {
-  if (target.kind_ == Kind::kCall) {
-    if (target.call_.body == nullptr) {
-      target.call_.body =
-          ::new (allocate(sizeof(detail::Body), alignof(detail::Body))) detail::Body{};
-    }
-    return *target.call_.body;
-  }
-  assert(target.kind_ == Kind::kList || target.kind_ == Kind::kDict || target.kind_ == Kind::kSet);
-  return *target.container_;
+  return *body;
 }
 
 detail::Extra& ValueArena::extra_of(Value& target) {
@@ -369,10 +326,10 @@ detail::Extra& ValueArena::extra_of(Value& target) {
 }
 
 template <typename T>
-void ValueArena::grow_push(detail::GrowArray<T>& array, std::size_t extra) {
-  if (array.capacity - array.size >= extra) return;
+void ValueArena::grow(detail::GrowArray<T>& array, std::size_t extra) {
+  assert(array.capacity - array.size < extra);
   // Reaching 2^32 items takes billions of opcodes; refuse rather than wrap.
-  if (extra > UINT32_MAX / 2 - array.size) {
+  if (extra > kMaxElements - array.size) {
     throw FormatError(Errc::kPickleLimitExceeded, "pickle: a container exceeds 2^31 items");
   }
   const std::size_t capacity =
@@ -382,6 +339,10 @@ void ValueArena::grow_push(detail::GrowArray<T>& array, std::size_t extra) {
   array.data = data;
   array.capacity = static_cast<std::uint32_t>(capacity);
 }
+
+// For grow_push() in the header.
+template void ValueArena::grow(detail::GrowArray<const Value*>& array, std::size_t extra);
+template void ValueArena::grow(detail::GrowArray<DictItem>& array, std::size_t extra);
 
 void ValueArena::append(Value& target, const Value* item) {
   auto& items = body_of(target).items;
@@ -400,12 +361,10 @@ void ValueArena::append_many(Value& target, std::span<Value* const> items) {
     raise_depth(target, item);
 }
 
-void ValueArena::set_item(Value& target, const Value* key, const Value* value) {
+void ValueArena::reserve_entries(Value& target, std::size_t count) {
   auto& entries = body_of(target).entries;
-  grow_push(entries, 1);
-  entries.data[entries.size++] = DictItem{key, value};
-  raise_depth(target, key);
-  raise_depth(target, value);
+  if (count > kMaxElements - entries.size) return;
+  grow_push(entries, count);
 }
 
 void ValueArena::add_item(Value& target, const Value* item) {
@@ -420,11 +379,6 @@ void ValueArena::add_state(Value& target, const Value* state) {
   grow_push(states, 1);
   states.data[states.size++] = state;
   raise_depth(target, state);
-}
-
-void ValueArena::raise_depth(Value& target, const Value* child) noexcept {
-  // A self-reference (a list appended to itself) must not count its own depth again.
-  if (child != &target) target.depth_ = std::max(target.depth_, child->depth_ + 1);
 }
 
 }  // namespace pthload::pickle

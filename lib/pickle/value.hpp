@@ -3,13 +3,16 @@
 // interpreted: a class instance is a Call of a Global, never an object of that class.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "common/assert.hpp"
 #include "common/bump_arena.hpp"
 
 namespace pthload::pickle {
@@ -171,16 +174,27 @@ class Value {
   struct CallParts {
     const Value* callable;
     const Value* args;
-    detail::Body* body;  // allocated when the Call is first mutated or has kwargs
   };
 
   explicit Value(Kind kind) noexcept : kind_(kind) {}
   [[nodiscard]] const detail::Body* body() const noexcept;
+  // What a Value needs beyond 16 bytes lives right behind it, in the same node: a Call's Body
+  // pointer (null until the Call is first mutated or gets kwargs) and a Global's Name. Few
+  // values are either, and a wider union would cost every value 8 bytes.
+  [[nodiscard]] detail::Body*& call_body_slot() noexcept {
+    return *std::launder(reinterpret_cast<detail::Body**>(this + 1));
+  }
+  [[nodiscard]] detail::Body* call_body() const noexcept {
+    return *std::launder(reinterpret_cast<detail::Body* const*>(this + 1));
+  }
+  [[nodiscard]] const Name& global_name() const noexcept {
+    return *std::launder(reinterpret_cast<const Name*>(this + 1));
+  }
 
   Kind kind_;
   std::uint8_t flags_ = 0;
   std::uint8_t opcode_ = 0;
-  mutable std::uint8_t walk_mark_ = 0;  // in what was padding: a Value stays 32 bytes
+  mutable std::uint8_t walk_mark_ = 0;  // in what was padding: a Value stays 24 bytes
   std::uint32_t depth_ = 0;
   union {
     bool boolean_;
@@ -188,7 +202,6 @@ class Value {
     double real_;
     Text text_;
     Sequence sequence_;
-    Name global_;
     detail::Body* container_;
     CallParts call_;
     const Value* persistent_id_;
@@ -250,6 +263,10 @@ class ValueArena {
   void append(Value& target, const Value* item);
   void append_many(Value& target, std::span<Value* const> items);
   void set_item(Value& target, const Value* key, const Value* value);
+  /// Room for `count` more set_item() entries in `target` at once, for SETITEMS, which knows
+  /// how many follow: one block of the final size instead of a doubling per entry. Does nothing
+  /// where the entries would pass set_item()'s bound, so that set_item() still reports it.
+  void reserve_entries(Value& target, std::size_t count);
   void add_item(Value& target, const Value* item);
   void add_state(Value& target, const Value* state);
 
@@ -259,14 +276,28 @@ class ValueArena {
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
 
  private:
+  // Values, a tuple's elements and a container's body: multiples of 8 bytes, aligned to 8, cut
+  // from chunks of memory_ by a bump pointer that needs none of BumpArena's alignment steps.
+  void* allocate_node(std::size_t size);
+  void* allocate_node_slow(std::size_t size);
   Value* new_value(Kind kind);
+  Value* make_shared_small_int(std::int64_t value);
   static void raise_depth(Value& target, const Value* child) noexcept;
   detail::Body& body_of(Value& target);
+  detail::Body& call_body(Value& call);
   detail::Extra& extra_of(Value& target);
+  // Room for `extra` more elements; grow() moves them to a larger block.
   template <typename T>
-  void grow_push(detail::GrowArray<T>& array, std::size_t extra);
+  void grow_push(detail::GrowArray<T>& array, std::size_t extra) {
+    if (array.capacity - array.size < extra) grow(array, extra);
+  }
+  template <typename T>
+  void grow(detail::GrowArray<T>& array, std::size_t extra);
 
   common::BumpArena memory_;
+  std::byte* node_cursor_ = nullptr;
+  std::byte* node_limit_ = nullptr;
+  std::size_t next_chunk_size_ = 0;
   std::size_t value_count_ = 0;
   Value* none_ = nullptr;
   Value* true_ = nullptr;
@@ -281,6 +312,120 @@ class ValueArena {
 
 inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
   return memory_.allocate(size, alignment);
+}
+
+// The makers a pickle calls per opcode are defined here, so that the machine's loop inlines them.
+
+inline void* ValueArena::allocate_node(std::size_t size) {
+  PTHLOAD_ASSERT(size % alignof(Value) == 0);
+  if (size > static_cast<std::size_t>(node_limit_ - node_cursor_)) return allocate_node_slow(size);
+  void* node = node_cursor_;
+  node_cursor_ += size;
+  return node;
+}
+
+inline Value* ValueArena::new_value(Kind kind) {
+  ++value_count_;
+  return ::new (allocate_node(sizeof(Value))) Value(kind);
+}
+
+inline Value* ValueArena::make_int(std::int64_t value) {
+  if (value >= kSmallIntMin && value <= kSmallIntMax) {
+    Value* shared = small_ints_[value - kSmallIntMin];
+    return shared != nullptr ? shared : make_shared_small_int(value);
+  }
+  Value* v = new_value(Kind::kInt);
+  v->integer_ = value;
+  return v;
+}
+
+inline Value* ValueArena::make_string_view(std::string_view text, bool has_surrogates) {
+  Value* v = new_value(Kind::kString);
+  v->text_ = {text.data(), text.size()};
+  if (has_surrogates) v->flags_ |= Value::kHasSurrogates;
+  return v;
+}
+
+inline Value* ValueArena::make_tuple(std::span<Value* const> elements) {
+  if (elements.empty()) return empty_tuple_;
+  // The elements right behind the tuple, in one allocation: the same bytes as two, one step.
+  // The count is of stack slots that exist, so the size cannot overflow.
+  void* memory = allocate_node(sizeof(Value) + elements.size() * sizeof(const Value*));
+  Value* v = ::new (memory) Value(Kind::kTuple);
+  ++value_count_;
+  auto** data = reinterpret_cast<const Value**>(v + 1);
+  // Python hashes a tuple by hashing its elements, so a tuple is unhashable exactly when one
+  // element is; tuples are immutable, so the answer fixed at construction stays right.
+  std::uint8_t unhashable = 0;
+  std::uint32_t depth = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    const Value* element = elements[i];
+    data[i] = element;
+    unhashable |= element->flags_;
+    depth = std::max(depth, element->depth_);
+  }
+  v->sequence_ = {data, elements.size()};
+  v->depth_ = depth + 1;
+  v->flags_ = unhashable & Value::kUnhashable;
+  return v;
+}
+
+inline Value* ValueArena::make_container(Kind kind) {
+  PTHLOAD_ASSERT(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
+  // The body right behind the value, in one allocation.
+  static_assert(sizeof(Value) % alignof(detail::Body) == 0);
+  void* memory = allocate_node(sizeof(Value) + sizeof(detail::Body));
+  Value* v = ::new (memory) Value(kind);
+  ++value_count_;
+  v->container_ = ::new (v + 1) detail::Body{};
+  v->depth_ = 1;
+  v->flags_ |= Value::kUnhashable;
+  return v;
+}
+
+inline Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value* args,
+                                    Value* kwargs) {
+  PTHLOAD_ASSERT(args != nullptr && args->kind() == Kind::kTuple);
+  static_assert(sizeof(Value) % alignof(detail::Body*) == 0);
+  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(detail::Body*))) Value(Kind::kCall);
+  ++value_count_;
+  ::new (v + 1) detail::Body*(nullptr);
+  v->opcode_ = opcode;
+  v->call_ = {callable, args};
+  std::uint32_t depth = std::max(callable->depth_, args->depth_);
+  if (kwargs != nullptr) {
+    extra_of(*v).kwargs = kwargs;
+    depth = std::max(depth, kwargs->depth_);
+  }
+  v->depth_ = depth + 1;
+  return v;
+}
+
+inline void ValueArena::raise_depth(Value& target, const Value* child) noexcept {
+  // A self-reference (a list appended to itself) must not count its own depth again.
+  if (child != &target) target.depth_ = std::max(target.depth_, child->depth_ + 1);
+}
+
+inline detail::Body& ValueArena::body_of(Value& target) {
+  if (target.kind_ == Kind::kCall) return call_body(target);
+  PTHLOAD_ASSERT(target.kind_ == Kind::kList || target.kind_ == Kind::kDict ||
+                 target.kind_ == Kind::kSet);
+  return *target.container_;
+}
+
+inline void ValueArena::set_item(Value& target, const Value* key, const Value* value) {
+  auto& entries = body_of(target).entries;
+  grow_push(entries, 1);
+  entries.data[entries.size++] = DictItem{key, value};
+  raise_depth(target, key);
+  raise_depth(target, value);
+}
+
+inline Value* ValueArena::make_persistent(Value* id) {
+  Value* v = new_value(Kind::kPersistent);
+  v->persistent_id_ = id;
+  v->depth_ = id->depth_ + 1;
+  return v;
 }
 
 }  // namespace pthload::pickle

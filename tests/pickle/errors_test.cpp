@@ -72,6 +72,10 @@ TEST_CASE("pickle: what lies below an open MARK is out of reach") {
       "a."sv,
       {Errc::kPickleStackUnderflow, 4, "stack underflow in APPEND"});
   check_error("N(\x85."sv, {Errc::kPickleStackUnderflow, 2, "stack underflow in TUPLE1"});
+  // Closing an inner MARK (TUPLE, POP_MARK, POP of a MARK) puts the outer one's fence back.
+  check_error("N((t\x86."sv, {Errc::kPickleStackUnderflow, 4, "stack underflow in TUPLE2"});
+  check_error("N((N1\x85."sv, {Errc::kPickleStackUnderflow, 5, "stack underflow in TUPLE1"});
+  check_error("N((0\x85."sv, {Errc::kPickleStackUnderflow, 4, "stack underflow in TUPLE1"});
 }
 
 TEST_CASE("pickle: missing MARK") {

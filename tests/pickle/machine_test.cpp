@@ -123,6 +123,51 @@ TEST_CASE("pickle: tuples of every opcode; the empty tuple is one shared value")
   const auto r = run("))\x86."sv);
   CHECK(root(r).items()[0] == root(r).items()[1]);
   CHECK(root(r).depth() == 2);
+  // A tuple is unhashable when any element is, wherever it sits; its depth is the deepest
+  // element's plus one; an element's other flags (surrogates) are not the tuple's.
+  const auto last = run("K\x01K\x02]\x87."sv);
+  CHECK_FALSE(root(last).is_hashable());
+  CHECK(root(last).depth() == 2);
+  const auto middle = run("(K\x01}K\x02K\x03t."sv);
+  CHECK_FALSE(root(middle).is_hashable());
+  CHECK(root(middle).items().size() == 4);
+  CHECK(root(middle).items()[3]->as_int() == 3);
+  const auto deep = run("(K\x01K\x01\x85\x85K\x02t."sv);
+  CHECK(root(deep).depth() == 3);
+  CHECK(root(deep).is_hashable());
+  const auto surrogate = run("\x8c\x03\xed\xa0\x80K\x01\x86."sv);
+  CHECK(root(surrogate).items()[0]->has_surrogates());
+  CHECK_FALSE(root(surrogate).has_surrogates());
+  CHECK(root(surrogate).is_hashable());
+}
+
+TEST_CASE("pickle: tuples of any size among other values keep their elements") {
+  // Small and large tuples of shared ints that say their size, among strings the arena copies (the
+  // escape makes STRING decode): values are cut from chunks of the arena, a tuple larger than
+  // half a chunk gets memory of its own, and the copies come from the arena between chunks.
+  const int sizes[] = {5000, 1,   3,   60,   61,   62,   63,   64, 65,
+                       127,  128, 500, 1000, 2046, 4095, 4096, 2};
+  std::string pickle = "(";
+  for (const int size : sizes) {
+    pickle += "(";
+    for (int i = 0; i < size; ++i) {
+      pickle += 'K';
+      pickle += static_cast<char>(size & 0xff);
+    }
+    pickle += "tS'" + std::string(100, 'x') + "\\n'\n";
+  }
+  pickle += "l.";
+  const auto r = run(pickle);
+  const auto items = root(r).items();
+  REQUIRE(items.size() == 2 * std::size(sizes));
+  for (std::size_t t = 0; t < std::size(sizes); ++t) {
+    const Value& tuple = *items[2 * t];
+    CAPTURE(sizes[t]);
+    REQUIRE(tuple.items().size() == static_cast<std::size_t>(sizes[t]));
+    for (const Value* element : tuple.items())
+      CHECK(element->as_int() == (sizes[t] & 0xff));
+    CHECK(items[2 * t + 1]->as_string() == std::string(100, 'x') + "\n");
+  }
 }
 
 TEST_CASE("pickle: lists, dicts, sets and frozensets") {
@@ -143,6 +188,25 @@ TEST_CASE("pickle: lists, dicts, sets and frozensets") {
   CHECK(run("}(K\x01K\x02K\x01K\x03u."sv).root->dict_items().size() == 2);
   // A tuple holding only hashable values is a valid key.
   CHECK(printed("}(K\x01\x85K\x02u."sv) == "{(1,): 2}");
+  // SETITEMS into a dict that has entries already, SETITEM after SETITEMS, in batches.
+  std::string batches = "}K\x00K\x00s"s;
+  for (int batch = 0; batch < 3; ++batch) {
+    batches += '(';
+    for (int i = 1; i <= 5; ++i) {
+      batches += 'K';
+      batches += static_cast<char>(batch * 5 + i);
+      batches += "K\x07";
+    }
+    batches += 'u';
+  }
+  batches += "K\x63K\x08s.";
+  const auto dict = run(batches);
+  REQUIRE(root(dict).dict_items().size() == 17);
+  for (int i = 0; i < 16; ++i) {
+    CHECK(root(dict).dict_items()[i].key->as_int() == i);
+    CHECK(root(dict).dict_items()[i].value->as_int() == (i == 0 ? 0 : 7));
+  }
+  CHECK(root(dict).dict_items()[16].key->as_int() == 99);
 }
 
 TEST_CASE("pickle: GLOBAL and STACK_GLOBAL name things without importing them") {
@@ -308,6 +372,43 @@ TEST_CASE("pickle: huge memo keys cost one entry, not the key's value") {
         "0";
   pickle += "j\x00\x05\x00\x00."sv;
   CHECK(printed(pickle) == "0");
+}
+
+TEST_CASE("pickle: memo keys out of order, overwritten, and in pages not yet written") {
+  // Key 1000 first: the dense part grows to it, and keys below it then find their slots.
+  CHECK(printed("K\x01r\xe8\x03\x00\x00"
+                "0K\x02q\x05"
+                "0K\x03q\x05"
+                "0h\x05j\xe8\x03\x00\x00\x86."sv) == "(3, 1)");
+  // 5000 entries in order fill two pages; a key on the second page that was never written,
+  // and one past the dense part, are missing.
+  std::string filled = "N";
+  for (int i = 0; i < 5000; ++i)
+    filled += "\x94";
+  filled += "0";
+  CHECK(printed(filled + "j\x87\x13\x00\x00\x85."s) == "(None,)");  // key 4999
+  const auto unwritten = pthload::pickle::test::run_error(filled + "j\x88\x13\x00\x00."s);
+  REQUIRE(unwritten);
+  CHECK(unwritten->message().find("memo key 5000 not found in LONG_BINGET") != std::string::npos);
+  const auto beyond = pthload::pickle::test::run_error(filled + "j\x00\x00\x01\x00."s);
+  REQUIRE(beyond);
+  CHECK(beyond->message().find("memo key 65536 not found") != std::string::npos);
+}
+
+TEST_CASE("pickle: a MARK keeps its place while the stack grows past it") {
+  // 1000 values pushed and popped above a MARK: the stack's storage moved meanwhile, and the
+  // MARK's fence must still stop TUPLE1 from reaching the 0 below it.
+  const std::string above = std::string(1000, 'N') + std::string(1000, '0');
+  const auto error = pthload::pickle::test::run_error("K\x00("s + above + "\x85.");
+  REQUIRE(error);
+  CHECK(error->code() == pthload::Errc::kPickleStackUnderflow);
+  CHECK(error->context().offset == 2003);
+  CHECK(printed("K\x00("s + above + "K\x01t\x86.") == "(0, (1,))");
+  CHECK(printed("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl.") ==
+        printed("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl."));
+  const auto r = run("(" + std::string(300, 'N') + "(" + std::string(700, 'N') + "tl.");
+  CHECK(root(r).items().size() == 301);
+  CHECK(root(r).items()[300]->items().size() == 700);
 }
 
 TEST_CASE("pickle: FRAME and PROTO") {

@@ -80,3 +80,20 @@ TEST_CASE("pickle: check_utf8") {
     CHECK(text::check_utf8(bad) == text::Utf8::kInvalid);
   }
 }
+
+TEST_CASE("pickle: is_ascii finds a high byte at any place in text of any length") {
+  for (std::size_t length = 0; length <= 24; ++length) {
+    const std::string ascii(length, 'a');
+    CHECK(text::is_ascii(ascii));
+    for (std::size_t at = 0; at < length; ++at) {
+      std::string text = ascii;
+      text[at] = '\x80';
+      CAPTURE(length);
+      CAPTURE(at);
+      CHECK_FALSE(text::is_ascii(text));
+      CHECK(text::check_utf8(text) == text::Utf8::kInvalid);
+    }
+  }
+  CHECK(text::is_ascii("\x7f\x00\x01 spaces and \n newlines"sv));
+  CHECK_FALSE(text::is_ascii("caf\xc3\xa9"sv));
+}
