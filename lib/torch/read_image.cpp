@@ -19,10 +19,13 @@ constexpr std::uint64_t kHoleBytes = std::uint64_t{1} << 20;
 // torch.save and torch.jit.save name storage records `<archive>/data/<key>`.
 bool is_stored_storage_record(const zip::Entry& entry) noexcept {
   if (entry.method != zip::kMethodStored) return false;
+  // The last '/' must end "/data/" and be followed by the key: one backward scan for a byte
+  // (asked of 100 000 records) instead of a backward search for the string, then a forward one.
   const std::string_view name = entry.name;
-  const auto data = name.rfind("/data/");
-  return data != std::string_view::npos && data + 6 < name.size() &&
-         name.find('/', data + 6) == std::string_view::npos;
+  const auto slash = name.rfind('/');
+  constexpr std::string_view kData = "/data/";
+  return slash != std::string_view::npos && slash + 1 >= kData.size() && slash + 1 < name.size() &&
+         name.substr(slash + 1 - kData.size(), kData.size()) == kData;
 }
 
 bool is_large_storage_record(const zip::Entry& entry) noexcept {
