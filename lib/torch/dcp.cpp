@@ -240,11 +240,11 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   storage_state.numel = numel;
   storage_state.nbytes = *nbytes;
   storage_state.swap_unit = static_cast<std::uint8_t>(std::max<std::size_t>(swap_unit, 1));
-  storage_state.file_range = std::make_unique<internal::FileRange>(internal::FileRange{
-      .offset = 0,
-      .size = *nbytes,
-      .file = std::make_shared<const common::MappedFile>(
-          common::MappedFile::adopt(std::move(whole_buffer)))});
+  storage_state.file_range = std::make_unique<internal::FileRange>(
+      internal::FileRange{.offset = 0,
+                          .size = *nbytes,
+                          .file = std::make_shared<const common::MappedFile>(
+                              common::MappedFile::adopt(std::move(whole_buffer)))});
   auto storage = internal::Access::make_storage(std::move(storage_state));
   std::vector<std::int64_t> sizes(entry.size.begin(), entry.size.end());
   std::vector<std::int64_t> strides(sizes.size(), 1);
