@@ -132,7 +132,8 @@ struct LoadOptions {
   /// loading thread runs the pickle while one more rebuilds its tensors as they appear (storages
   /// resolved, arguments and bounds checked), which the naming walk then only takes. 0: two when
   /// the machine has more than one hardware thread; 1: the loading thread alone, which rebuilds
-  /// them after the pickle. The result is the same either way.
+  /// them after the pickle. The result is the same either way for every file torch.save writes
+  /// (docs/accepted-input.md, "Storages by key", names the one kind of crafted file that is not).
   unsigned parse_threads = 0;
 };
 

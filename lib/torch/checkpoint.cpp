@@ -132,7 +132,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     pickle::RunOptions run_options;
     if (bytes.size() >= kPrebuildPickleBytes && uses_parse_thread(options)) {
-      builder.prebuild_during(run_options);
+      builder.prebuild_during(run_options, bytes.size());
     }
     state.pickle = machine.run(bytes, run_options);
     builder.prebuilding_done();

@@ -4,6 +4,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/checked.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
 
@@ -36,6 +37,24 @@ bool has_frozen_arguments(const Value& call) noexcept {
   return true;
 }
 
+// The elements of the size and stride of a call has_frozen_arguments accepted.
+std::size_t dims_elements(const Value& call) noexcept {
+  const auto args = call.args().items();
+  std::size_t elements = 0;
+  for (std::size_t i = 2; i < 4 && i < args.size(); ++i) {
+    const Value& dims = *args[i];
+    elements += (dims.is(Kind::kCall) ? dims.args().items()[0]->items() : dims.items()).size();
+  }
+  return elements;
+}
+
+// What the worker may keep, per byte of the pickle (beside the list reserved per record): a
+// call the walk never reaches (made, then popped) costs the pickle a few bytes and, rebuilt, the
+// worker a tensor and its dims: bounded by the pickle's size. torch.save writes 76 bytes of
+// pickle for a 1- or 2-dimensional tensor that is charged about 150 here, so four times the
+// pickle leaves room on every file torch writes.
+constexpr std::size_t kMemoryPerPickleByte = 4;
+
 // Calls handed over together: one lock and one wake-up per batch. Small enough that the worker
 // starts while the machine is early in a large pickle.
 constexpr std::size_t kBatchCalls = 512;
@@ -55,7 +74,10 @@ bool PrebuiltTensors::may_hold(const Value& call, KnownGlobal kind) noexcept {
   return !args.empty() && args[0]->is(Kind::kPersistent);
 }
 
-PrebuiltTensors::PrebuiltTensors(RebuildContext& context) : context_(context) {
+PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_bytes)
+    : context_(context),
+      memory_left_(static_cast<std::size_t>(
+          common::checked_mul(pickle_bytes, kMemoryPerPickleByte).value_or(SIZE_MAX))) {
   try {
     batch_.reserve(kBatchCalls);
     // About one tensor per storage record: growing the list 17 times for 100 000 tensors
@@ -131,9 +153,18 @@ void PrebuiltTensors::work() {
         last_callable = &callable;
         last_kind = classify_global(callable);
       }
+      if (memory_left_ == 0) break;  // the rest is the walk's
       Built built{.call = call, .tensor = std::nullopt};
       try {
         if (has_frozen_arguments(*call)) {
+          const std::size_t elements = dims_elements(*call);
+          // Dims beyond the few a Tensor keeps inline are on the heap: counted all the same.
+          const std::size_t memory = sizeof(Built) + elements * sizeof(std::int64_t);
+          if (memory > memory_left_) {
+            memory_left_ = 0;
+            break;
+          }
+          memory_left_ -= memory;
           built.tensor = rebuild_dense(context_, last_kind, callable, call->args());
         }
       } catch (...) {

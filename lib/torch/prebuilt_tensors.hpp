@@ -38,8 +38,10 @@ struct RebuildContext;
 class PrebuiltTensors {
  public:
   /// Starts the worker on `context` (which the caller must not use until finish() or stop()),
-  /// unless no thread can be started, when every call is left to the walk.
-  explicit PrebuiltTensors(RebuildContext& context);
+  /// unless no thread can be started, when every call is left to the walk. What the worker
+  /// keeps is bounded by `pickle_bytes`, the size of the pickle it follows: beyond that, the
+  /// calls are left to the walk (a pickle can make calls the walk never reaches, cheaply).
+  PrebuiltTensors(RebuildContext& context, std::size_t pickle_bytes);
   PrebuiltTensors(const PrebuiltTensors&) = delete;
   PrebuiltTensors& operator=(const PrebuiltTensors&) = delete;
   /// Stops the worker if it is still running.
@@ -96,6 +98,7 @@ class PrebuiltTensors {
   // The worker's; the walk's once the worker has stopped.
   std::vector<Built, common::LargeArrayAllocator<Built>> built_;
   std::size_t rebuilt_ = 0;
+  std::size_t memory_left_;
   std::jthread worker_;
 
   // take()'s cursor: the walk meets the calls in the order the pickle made them, most often.

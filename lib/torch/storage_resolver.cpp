@@ -105,13 +105,6 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   const auto record_index =
       static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
   PTHLOAD_ASSERT(record_index < storage_by_record_.size());
-  std::size_t& cached = storage_by_record_[record_index];
-  // torch caches storages by key: the first persistent id for a key wins.
-  if (cached != 0) {
-    Made& made = made_[cached - 1];
-    return {.storage =
-                registration_deferred_ && made.owner != nullptr ? made.owner : registered(made)};
-  }
   // Every persistent id of a pickle names its storage type with the same memoized global, most
   // often: the last one's dtype is kept.
   std::optional<Dtype> dtype;
@@ -127,6 +120,10 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
         Errc::kTorchUnknownStorageType,
         fmt::format("storage '{}': unknown storage type {}", key, global_name(storage_type)));
   });
+  std::array<char, 24> location_digits{};
+  const std::string_view location = text_of(*fields[3], location_digits);
+  std::size_t& cached = storage_by_record_[record_index];
+  if (cached != 0) return known_storage(made_[cached - 1], key, *dtype, numel, location);
   const auto nbytes = common::checked_mul(numel, element_size(*dtype));
   common::require_format(nbytes.has_value(), Errc::kTorchStorageTooSmall,
                          "storage '{}': {} elements overflow", key, numel);
@@ -134,8 +131,6 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
-  std::array<char, 24> location_digits{};
-  const std::string_view location = text_of(*fields[3], location_digits);
   internal::StorageState state;
   state.key = key;
   state.location = location;
@@ -150,6 +145,24 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   made_.push_back({.owner = std::move(storage), .storage = made});
   cached = made_.size();
   return {.storage = registration_deferred_ ? made_.back().owner : registered(made_.back())};
+}
+
+StorageRef StorageResolver::known_storage(Made& made, std::string_view key, Dtype dtype,
+                                          std::uint64_t numel, std::string_view location) {
+  // torch caches storages by key and uses the first persistent id's; torch.save gives every id
+  // of a key the same type, size and location (it refuses to save two views of one storage as
+  // two types). Ids that disagree would make the result depend on which is resolved first,
+  // which is not the same order with and without a second parse thread: refused instead.
+  const internal::StorageState& first = internal::Access::state(*made.storage);
+  common::check(first.dtype == dtype && first.numel == numel && first.location == location, [&] {
+    return FormatError(Errc::kTorchStorageConflict,
+                       fmt::format("storage '{}': one persistent id gives it {} elements of {} "
+                                   "on '{}', another {} elements of {} on '{}'",
+                                   key, first.numel, dtype_name(first.dtype), first.location, numel,
+                                   dtype_name(dtype), location));
+  });
+  return {.storage =
+              registration_deferred_ && made.owner != nullptr ? made.owner : registered(made)};
 }
 
 const std::shared_ptr<Storage>& StorageResolver::registered(Made& made) {

@@ -38,7 +38,8 @@ class StorageResolver {
   /// The storage `persistent` names: a persistent id, or a torch.storage._load_from_bytes call
   /// (a storage pickled by plain pickle). The same key or call always gives the same Storage.
   /// Throws FormatError: kTorchBadPersistentId, kTorchStorageRecordMissing,
-  /// kTorchUnknownStorageType, kTorchStorageTooSmall, kTorchBadRebuildArguments (no storage).
+  /// kTorchUnknownStorageType, kTorchStorageTooSmall, kTorchStorageConflict (ids of one key that
+  /// disagree), kTorchBadRebuildArguments (no storage).
   [[nodiscard]] StorageRef resolve(const pickle::Value& persistent);
 
   /// Whether storages resolve() makes join the checkpoint's storages at once (the default) or
@@ -69,6 +70,9 @@ class StorageResolver {
     Storage* storage;
   };
   const std::shared_ptr<Storage>& registered(Made& made);
+  // The storage `made` for an earlier persistent id of `key`, which must agree with this one.
+  StorageRef known_storage(Made& made, std::string_view key, Dtype dtype, std::uint64_t numel,
+                           std::string_view location);
   // Every storage made for a record, in the order made.
   std::vector<Made> made_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up

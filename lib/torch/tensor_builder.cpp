@@ -81,9 +81,9 @@ std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
   return rebuild_kind(context, kind, value.callable(), value.args());
 }
 
-void TensorBuilder::prebuild_during(pickle::RunOptions& options) {
+void TensorBuilder::prebuild_during(pickle::RunOptions& options, std::size_t pickle_bytes) {
   context_.storages.set_registration_deferred(true);
-  prebuilt_ = std::make_unique<PrebuiltTensors>(context_);
+  prebuilt_ = std::make_unique<PrebuiltTensors>(context_, pickle_bytes);
   PrebuiltTensors* prebuilt = prebuilt_.get();
   options.on_global_or_call = [prebuilt](const Value& value) { prebuilt->on_call(value); };
   options.on_abandon = [prebuilt] { prebuilt->stop(); };

@@ -52,7 +52,8 @@ class TensorBuilder {
   /// rebuilds them meanwhile (prebuilt_tensors.hpp), for tensor_of() to take. Call
   /// prebuilding_done() when the run returns; a run that throws stops the worker itself
   /// (RunOptions::on_abandon). Without a thread to spare, tensor_of() rebuilds every call.
-  void prebuild_during(pickle::RunOptions& options);
+  /// `pickle_bytes`, the pickle's size, bounds what the worker keeps.
+  void prebuild_during(pickle::RunOptions& options, std::size_t pickle_bytes);
   /// Waits for the worker; tensor_of() then takes what it rebuilt.
   void prebuilding_done();
   /// The worker's count of calls handed over and rebuilt, {0, 0} without one (tests).
