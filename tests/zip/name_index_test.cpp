@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <functional>
 #include <optional>
 #include <span>
@@ -40,10 +39,12 @@ std::vector<std::string> colliding_names(std::size_t count) {
   const std::string secret_16_24 = "\xde\xd4\x6d\xe9\x83\x90\x97\xdb";
   std::vector<std::string> names;
   for (std::size_t i = 0; i < count; ++i) {
-    char free_bytes[17];
-    std::snprintf(free_bytes, sizeof free_bytes, "%016zu", i);
-    names.push_back(secret_0_8 + std::string(free_bytes, 8) + secret_16_24 +
-                    std::string(free_bytes + 8, 8));
+    // i in 16 decimal digits (not snprintf "%016zu": GCC warns it may not fit, -Werror)
+    std::string free_bytes(16, '0');
+    std::size_t pos = free_bytes.size();
+    for (std::size_t rest = i; rest != 0 && pos != 0; rest /= 10)
+      free_bytes[--pos] = static_cast<char>('0' + rest % 10);
+    names.push_back(secret_0_8 + free_bytes.substr(0, 8) + secret_16_24 + free_bytes.substr(8));
   }
   return names;
 }
