@@ -436,10 +436,7 @@ void Interpreter::load_string_line() {
 
 void Interpreter::load_unicode_line() {
   const auto text = line();
-  bool plain = text.find('\\') == std::string_view::npos;
-  for (std::size_t i = 0; plain && i < text.size(); ++i)
-    plain = static_cast<unsigned char>(text[i]) < 0x80;
-  if (plain) {
+  if (text.find('\\') == std::string_view::npos && text::is_ascii(text)) {
     push_new(arena_.make_string_view(text));
     return;
   }

@@ -273,8 +273,7 @@ Value* ValueArena::make_global(std::string_view module, std::string_view name) {
 Value* ValueArena::make_global_view(std::string_view module, std::string_view name) {
   assert(module.size() <= UINT32_MAX && name.size() <= UINT32_MAX);
   static_assert(sizeof(Value) % alignof(Value::Name) == 0 && sizeof(Value::Name) % 8 == 0);
-  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(Value::Name))) Value(Kind::kGlobal);
-  ++value_count_;
+  Value* v = new_value(Kind::kGlobal, sizeof(Value::Name));
   ::new (v + 1) Value::Name{module.data(), name.data(), static_cast<std::uint32_t>(module.size()),
                             static_cast<std::uint32_t>(name.size())};
   return v;

@@ -280,7 +280,9 @@ class ValueArena {
   // from chunks of memory_ by a bump pointer that needs none of BumpArena's alignment steps.
   void* allocate_node(std::size_t size);
   void* allocate_node_slow(std::size_t size);
-  Value* new_value(Kind kind);
+  // A value of `kind`, counted, with `behind` more bytes of its node right after it (what a
+  // tuple, container, Call or Global keeps there: see Value).
+  Value* new_value(Kind kind, std::size_t behind = 0);
   Value* make_shared_small_int(std::int64_t value);
   static void raise_depth(Value& target, const Value* child) noexcept;
   detail::Body& body_of(Value& target);
@@ -324,9 +326,9 @@ inline void* ValueArena::allocate_node(std::size_t size) {
   return node;
 }
 
-inline Value* ValueArena::new_value(Kind kind) {
+inline Value* ValueArena::new_value(Kind kind, std::size_t behind) {
   ++value_count_;
-  return ::new (allocate_node(sizeof(Value))) Value(kind);
+  return ::new (allocate_node(sizeof(Value) + behind)) Value(kind);
 }
 
 inline Value* ValueArena::make_int(std::int64_t value) {
@@ -350,9 +352,7 @@ inline Value* ValueArena::make_tuple(std::span<Value* const> elements) {
   if (elements.empty()) return empty_tuple_;
   // The elements right behind the tuple, in one allocation: the same bytes as two, one step.
   // The count is of stack slots that exist, so the size cannot overflow.
-  void* memory = allocate_node(sizeof(Value) + elements.size() * sizeof(const Value*));
-  Value* v = ::new (memory) Value(Kind::kTuple);
-  ++value_count_;
+  Value* v = new_value(Kind::kTuple, elements.size() * sizeof(const Value*));
   auto** data = reinterpret_cast<const Value**>(v + 1);
   // Python hashes a tuple by hashing its elements, so a tuple is unhashable exactly when one
   // element is; tuples are immutable, so the answer fixed at construction stays right.
@@ -374,9 +374,7 @@ inline Value* ValueArena::make_container(Kind kind) {
   PTHLOAD_ASSERT(kind == Kind::kList || kind == Kind::kDict || kind == Kind::kSet);
   // The body right behind the value, in one allocation.
   static_assert(sizeof(Value) % alignof(detail::Body) == 0);
-  void* memory = allocate_node(sizeof(Value) + sizeof(detail::Body));
-  Value* v = ::new (memory) Value(kind);
-  ++value_count_;
+  Value* v = new_value(kind, sizeof(detail::Body));
   v->container_ = ::new (v + 1) detail::Body{};
   v->depth_ = 1;
   v->flags_ |= Value::kUnhashable;
@@ -387,8 +385,7 @@ inline Value* ValueArena::make_call(std::uint8_t opcode, Value* callable, Value*
                                     Value* kwargs) {
   PTHLOAD_ASSERT(args != nullptr && args->kind() == Kind::kTuple);
   static_assert(sizeof(Value) % alignof(detail::Body*) == 0);
-  Value* v = ::new (allocate_node(sizeof(Value) + sizeof(detail::Body*))) Value(Kind::kCall);
-  ++value_count_;
+  Value* v = new_value(Kind::kCall, sizeof(detail::Body*));
   ::new (v + 1) detail::Body*(nullptr);
   v->opcode_ = opcode;
   v->call_ = {callable, args};

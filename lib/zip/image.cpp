@@ -108,8 +108,10 @@ class HeaderWindow {
     const auto size = static_cast<std::size_t>(end - offset);
     // Grown as needed, never zero-filled: scattered headers (a few large records) need a few KiB.
     if (size > capacity_) {
-      capacity_ = std::max(size, std::min<std::size_t>(2 * capacity_, kWindowBytes));
-      buffer_ = common::make_large_block(capacity_);
+      const std::size_t capacity =
+          std::max(size, std::min<std::size_t>(2 * capacity_, kWindowBytes));
+      buffer_ = common::make_large_block(capacity);
+      capacity_ = capacity;  // only once the block is there: make_large_block may throw
     }
     reader_.read_at(offset, std::span(buffer_.get(), size));
     begin_ = offset;
