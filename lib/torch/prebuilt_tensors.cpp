@@ -1,6 +1,7 @@
 // The worker that rebuilds dense tensors while the pickle runs (prebuilt_tensors.hpp).
 #include "torch/prebuilt_tensors.hpp"
 
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -17,33 +18,25 @@ using pickle::Value;
 // Whether rebuild_dense, reading `call` on the worker, reads only what the machine cannot change
 // any more: tuples (a list given as a size, or as a persistent id, may still be appended to by
 // a later APPEND on the machine's thread), and the scalars, strings and globals in them. Only
-// kinds are read here, and a value's kind never changes. Anything else is left to the walk.
-bool has_frozen_arguments(const Value& call) noexcept {
+// kinds and tuple sizes are read here, and neither ever changes. Anything else is left to the
+// walk: nullopt. Else the elements of the size and stride together.
+std::optional<std::size_t> frozen_dims_elements(const Value& call) noexcept {
   const auto args = call.args().items();
   if (args.empty() || !args[0]->is(Kind::kPersistent) ||
       !args[0]->persistent_id().is(Kind::kTuple)) {
-    return false;
+    return std::nullopt;
   }
   // size and stride: tuples, or torch.Size calls of tuples.
-  for (std::size_t i = 2; i < 4 && i < args.size(); ++i) {
-    const Value& dims = *args[i];
-    if (dims.is(Kind::kCall)) {
-      const auto size_args = dims.args().items();
-      if (size_args.empty() || !size_args[0]->is(Kind::kTuple)) return false;
-    } else if (!dims.is(Kind::kTuple)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// The elements of the size and stride of a call has_frozen_arguments accepted.
-std::size_t dims_elements(const Value& call) noexcept {
-  const auto args = call.args().items();
   std::size_t elements = 0;
   for (std::size_t i = 2; i < 4 && i < args.size(); ++i) {
-    const Value& dims = *args[i];
-    elements += (dims.is(Kind::kCall) ? dims.args().items()[0]->items() : dims.items()).size();
+    const Value* dims = args[i];
+    if (dims->is(Kind::kCall)) {
+      const auto size_args = dims->args().items();
+      if (size_args.empty()) return std::nullopt;
+      dims = size_args[0];
+    }
+    if (!dims->is(Kind::kTuple)) return std::nullopt;
+    elements += dims->items().size();
   }
   return elements;
 }
@@ -156,10 +149,9 @@ void PrebuiltTensors::work() {
       if (memory_left_ == 0) break;  // the rest is the walk's
       Built built{.call = call, .tensor = std::nullopt};
       try {
-        if (has_frozen_arguments(*call)) {
-          const std::size_t elements = dims_elements(*call);
+        if (const auto elements = frozen_dims_elements(*call)) {
           // Dims beyond the few a Tensor keeps inline are on the heap: counted all the same.
-          const std::size_t memory = sizeof(Built) + elements * sizeof(std::int64_t);
+          const std::size_t memory = sizeof(Built) + *elements * sizeof(std::int64_t);
           if (memory > memory_left_) {
             memory_left_ = 0;
             break;
