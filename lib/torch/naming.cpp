@@ -35,6 +35,11 @@ std::string join(const std::string& prefix, std::string_view part) {
   return name;
 }
 
+// The sizes and strides a listed tensor holds (beyond two dimensions, on the heap).
+std::size_t shape_bytes(const Tensor& tensor) noexcept {
+  return 2 * sizeof(std::int64_t) * tensor.dim();
+}
+
 // Whether a tensor can be found below `value`: scalars, strings, globals and persistent ids
 // (bare storages) hold none, and skipping them keeps the walk's steps for what can.
 bool may_hold_tensors(const Value& value) noexcept {
@@ -126,11 +131,50 @@ struct Frame {
   std::size_t depth;
 };
 
+// The bytes the tensor list, the opaque values and the walk's pending names may take
+// (kTensorListBytesPerPickleByte): what a pickle that refers to one tensor a million times, under
+// a long name or with 64 dimensions, would make pthload allocate.
+class ListBudget {
+ public:
+  explicit ListBudget(std::size_t pickle_bytes)
+      : budget_(std::max<std::size_t>(
+            kMinTensorListBytes,
+            common::checked_mul(pickle_bytes, kTensorListBytesPerPickleByte).value_or(SIZE_MAX))),
+        left_(budget_) {}
+
+  void charge(std::size_t bytes) {
+    if (bytes > left_) exceeded();
+    left_ -= bytes;
+  }
+  void charge_name(const std::string& name) { charge(name.size()); }
+  void charge_listing(const NamedTensor& listed) {
+    charge(sizeof(NamedTensor) + listed.name.size() + shape_bytes(listed.tensor));
+  }
+
+ private:
+  [[noreturn]] void exceeded() const {
+    throw FormatError(Errc::kTorchLimitExceeded,
+                      fmt::format("the tensors' names and shapes would take more than {} bytes "
+                                  "({} per pickle byte, at least {}): the pickle refers to its "
+                                  "tensors far more often, or under far longer names, than it "
+                                  "writes them",
+                                  budget_, kTensorListBytesPerPickleByte, kMinTensorListBytes));
+  }
+
+  std::size_t budget_;
+  std::size_t left_;
+};
+
 class Walker {
  public:
   Walker(TensorBuilder& builder, const Limits& limits, std::size_t step_budget,
-         internal::TensorList& out, std::vector<OpaqueValue>& opaque)
-      : builder_(builder), limits_(limits), out_(out), opaque_(opaque), step_budget_(step_budget) {}
+         ListBudget& list_budget, internal::TensorList& out, std::vector<OpaqueValue>& opaque)
+      : builder_(builder),
+        limits_(limits),
+        out_(out),
+        opaque_(opaque),
+        step_budget_(step_budget),
+        list_budget_(list_budget) {}
 
   void run(const Value& root) {
     stack_.push_back({&root, nullptr, std::string(), 0});
@@ -164,13 +208,18 @@ class Walker {
           parts_.push_back({join(name, part_names[i]), parts[i]});
         }
       }
+      // The name was charged when the child was added (add_child); the entry and shape now.
+      list_budget_.charge(sizeof(NamedTensor) + shape_bytes(*tensor));
       out_.push_back({std::move(name), std::move(*tensor)});
-      for (auto& part : parts_)
+      for (auto& part : parts_) {
+        list_budget_.charge_listing(part);
         out_.push_back(std::move(part));
+      }
       parts_.clear();
       return true;
     }
     if (auto reason = builder_.take_opaque_reason()) {
+      list_budget_.charge(sizeof(OpaqueValue) + reason->size());
       opaque_.push_back({std::move(name), std::move(*reason)});
       return true;
     }
@@ -241,6 +290,8 @@ class Walker {
   // made, moved and popped (100 000 of them in an optimizer state). It costs the step run()
   // charges for each frame it visits; a child that is no tensor is pushed, and charged then.
   void add_child(const Value& child, std::string name) {
+    // Kept in a frame or in the list: either way it stays until the walk ends or moves it on.
+    list_budget_.charge_name(name);
     if (children_.empty() && child.is(Kind::kCall)) {
       charge_step();
       if (list_if_tensor(child, name)) return;
@@ -289,6 +340,7 @@ class Walker {
     if (source.is(Kind::kCall) && classify_global(source.callable()) == KnownGlobal::kDictLike) {
       // dict(OrderedDict(pairs)): the inner mapping's entries, in its order. Its own source is
       // taken when the walk reaches it, so this does not recurse.
+      list_budget_.charge_name(name);
       children_.push_back({&source, nullptr, name, 0});
       return true;
     }
@@ -456,6 +508,7 @@ class Walker {
   std::unordered_set<const Value*> on_path_;
   std::size_t step_budget_;
   std::size_t steps_ = 0;
+  ListBudget& list_budget_;
 };
 
 // The audit: every node reachable from the root, each once, looking for a tensor the walk did not
@@ -463,8 +516,9 @@ class Walker {
 // finds is listed under its path, written with the audit's own labels.
 class Audit {
  public:
-  Audit(TensorBuilder& builder, std::size_t name_budget, internal::TensorList& out)
-      : builder_(builder), name_budget_(name_budget), out_(out) {}
+  Audit(TensorBuilder& builder, std::size_t name_budget, ListBudget& list_budget,
+        internal::TensorList& out)
+      : builder_(builder), name_budget_(name_budget), list_budget_(list_budget), out_(out) {}
 
   std::size_t run(const Value& root) {
     stack_.push_back({&root, kNoParent, {}});
@@ -477,6 +531,7 @@ class Audit {
       if (value.is(Kind::kCall)) {
         if (auto tensor = builder_.tensor_of(value)) {
           out_.push_back({fallback_name(pending), std::move(*tensor)});
+          list_budget_.charge_listing(out_.back());
           ++found_;
           continue;
         }
@@ -634,6 +689,7 @@ class Audit {
   std::vector<Node> nodes_;
   std::size_t name_budget_;
   std::size_t name_bytes_ = 0;
+  ListBudget& list_budget_;
   std::size_t found_ = 0;
   internal::TensorList& out_;
 };
@@ -651,11 +707,13 @@ std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noe
 std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
                                   internal::TensorList& out, std::vector<OpaqueValue>& opaque) {
-  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), out, opaque).run(root);
+  ListBudget list_budget(pickle_bytes);
+  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), list_budget, out, opaque)
+      .run(root);
   const auto name_budget = std::max<std::size_t>(
       kMinFallbackNameBytes,
       common::checked_mul(pickle_bytes, kFallbackNameBytesPerPickleByte).value_or(SIZE_MAX));
-  return Audit(builder, name_budget, out).run(root);
+  return Audit(builder, name_budget, list_budget, out).run(root);
 }
 
 }  // namespace pthload::torch

@@ -26,7 +26,8 @@ namespace pthload::torch {
 /// tensor the walk did not list is appended under a fallback name, its path written with
 /// `<arg N>`, `<state>`, `<key N>`... labels (docs/naming.md). So the tensors listed are
 /// exactly the tensors the pickle rebuilds; returns how many only the audit found (0 unless a
-/// naming rule has a gap). Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded).
+/// naming rule has a gap). Throws what TensorBuilder throws, and FormatError(kTorchLimitExceeded)
+/// past a budget above or below.
 std::size_t collect_named_tensors(const pickle::Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
                                   internal::TensorList& out, std::vector<OpaqueValue>& opaque);
@@ -41,6 +42,17 @@ std::size_t collect_named_tensors(const pickle::Value& root, std::size_t pickle_
 inline constexpr std::size_t kWalkStepsPerPickleByte = 8;
 /// Small pickles may share a little more: 65 536 steps take milliseconds and a few MB.
 inline constexpr std::size_t kMinWalkSteps = 65'536;
+
+/// What the tensor list may cost: kTensorListBytesPerPickleByte per byte of the pickle, at least
+/// kMinTensorListBytes. Each tensor listed is charged its entry, its sizes and strides and its
+/// name; each opaque value its entry, name and reason; each name the walk keeps for a container
+/// it has yet to visit, its length. torch shares one object however often a pickle refers to it,
+/// while pthload lists every path: without this a 267 KB file torch.save wrote ({64 KiB key:
+/// [t] * 100 000}) made 6.5 GB of names, and 2 MB ([64-dim t] * 1 000 000) 1.2 GB of sizes.
+/// Past it, FormatError(kTorchLimitExceeded). A state dict or optimizer state costs 1 to 3 bytes
+/// per pickle byte.
+inline constexpr std::size_t kTensorListBytesPerPickleByte = 32;
+inline constexpr std::size_t kMinTensorListBytes = std::size_t{16} << 20;
 
 /// The audit's fallback names may take this many bytes per pickle byte (at least
 /// kMinFallbackNameBytes); past that a tensor it finds is named `<unreached N>`, so that many

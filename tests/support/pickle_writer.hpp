@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -82,11 +83,14 @@ class PickleWriter {
       out_ += static_cast<char>((bits >> (8 * i)) & 0xff);
     return *this;
   }
-  PickleWriter& ints(std::initializer_list<std::int64_t> values) {
+  PickleWriter& ints(std::span<const std::int64_t> values) {
     mark();
     for (const auto v : values)
       integer(v);
     return tuple();
+  }
+  PickleWriter& ints(std::initializer_list<std::int64_t> values) {
+    return ints(std::span(values.begin(), values.size()));
   }
   /// ('storage', torch.<type>, key, location, numel) as BINPERSID.
   PickleWriter& storage(std::string_view type, std::string_view key, std::string_view location,
@@ -96,13 +100,20 @@ class PickleWriter {
   }
   /// torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False, OrderedDict()).
   PickleWriter& tensor_v2(std::string_view type, std::string_view key, std::int64_t numel,
-                          std::int64_t offset, std::initializer_list<std::int64_t> sizes,
-                          std::initializer_list<std::int64_t> strides,
+                          std::int64_t offset, std::span<const std::int64_t> sizes,
+                          std::span<const std::int64_t> strides,
                           std::string_view location = "cpu") {
     global("torch._utils", "_rebuild_tensor_v2").mark();
     storage(type, key, location, numel).integer(offset).ints(sizes).ints(strides).boolean(false);
     global("collections", "OrderedDict").empty_tuple().reduce();
     return tuple().reduce();
+  }
+  PickleWriter& tensor_v2(std::string_view type, std::string_view key, std::int64_t numel,
+                          std::int64_t offset, std::initializer_list<std::int64_t> sizes,
+                          std::initializer_list<std::int64_t> strides,
+                          std::string_view location = "cpu") {
+    return tensor_v2(type, key, numel, offset, std::span(sizes.begin(), sizes.size()),
+                     std::span(strides.begin(), strides.size()), location);
   }
   [[nodiscard]] std::string bytes() const { return out_; }
 

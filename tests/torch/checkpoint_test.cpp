@@ -269,6 +269,63 @@ TEST_CASE("torch: exponentially many shared paths hit a limit instead of hanging
         Errc::kTorchLimitExceeded);
 }
 
+TEST_CASE(
+    "torch: a tensor referred to over and over cannot buy names and shapes it did not pay for") {
+  // torch shares one tensor object however often the pickle refers to it; pthload lists every
+  // path, and each copy costs its name and its sizes and strides. The list may take 32 bytes per
+  // pickle byte, at least 16 MiB (kTensorListBytesPerPickleByte, kMinTensorListBytes).
+  const std::string long_key(65'536, 'k');
+  const auto open_tensors = [](const PickleWriter& p) {
+    const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(8)}});
+    return pthload::open(file.path()).tensors().size();
+  };
+  const auto refused = [](const PickleWriter& p) {
+    const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(8)}});
+    try {
+      (void)pthload::open(file.path());
+    } catch (const pthload::FormatError& e) {
+      return e.code() == Errc::kTorchLimitExceeded &&
+             std::string_view(e.what()).find("per pickle byte") != std::string_view::npos;
+    }
+    return false;
+  };
+  // {long key: [t] * count}: each name is the 64 KiB key and an index.
+  const auto long_names = [&](int count) {
+    PickleWriter p;
+    p.empty_dict().str(long_key).empty_list().mark();
+    p.tensor_v2("FloatStorage", "0", 8, 0, {8}, {1}).put(1);
+    for (int i = 1; i < count; ++i)
+      p.get(1);
+    p.appends().setitem().stop();
+    return p;
+  };
+  CHECK(open_tensors(long_names(200)) == 200);  // 13 MB of names
+  CHECK(refused(long_names(300)));              // 20 MB of names from a 66 KB pickle
+
+  // {long key: [{'x': t}] * 300}: the names the walk keeps for dicts it has yet to visit count.
+  PickleWriter shared_dicts;
+  shared_dicts.empty_dict().str(long_key).empty_list().mark();
+  shared_dicts.empty_dict().str("x").tensor_v2("FloatStorage", "0", 8, 0, {8}, {1}).setitem();
+  shared_dicts.put(1);
+  for (int i = 1; i < 300; ++i)
+    shared_dicts.get(1);
+  shared_dicts.appends().setitem().stop();
+  CHECK(refused(shared_dicts));
+
+  // [t] * count with 64 dimensions: each copy holds 1 KiB of sizes and strides.
+  const std::vector<std::int64_t> ones(64, 1);
+  const auto many_dims = [&](int count) {
+    PickleWriter p;
+    p.empty_list().mark().tensor_v2("FloatStorage", "0", 8, 0, ones, ones).put(1);
+    for (int i = 1; i < count; ++i)
+      p.get(1);
+    p.appends().stop();
+    return p;
+  };
+  CHECK(open_tensors(many_dims(10'000)) == 10'000);  // 12 MB
+  CHECK(refused(many_dims(20'000)));                 // 23 MB from a 40 KB pickle
+}
+
 TEST_CASE("torch: formats that are not supported yet, and files that are no checkpoint") {
   PickleWriter p;
   p.empty_dict().stop();
