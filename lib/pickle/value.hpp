@@ -88,6 +88,11 @@ struct Body {
 /// input bytes it ran on live (strings, bytes and names may be views into the input).
 class Value {
  public:
+  // A copy would lose what lies behind a tuple, Call or Global in its node (see call_body_slot):
+  // values are only ever referred to by pointer.
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+
   [[nodiscard]] Kind kind() const noexcept { return kind_; }
   [[nodiscard]] bool is(Kind kind) const noexcept { return kind_ == kind; }
 
