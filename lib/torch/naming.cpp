@@ -35,6 +35,12 @@ std::string join(const std::string& prefix, std::string_view part) {
   return name;
 }
 
+// A budget that grows with the pickle: `per_byte` for each of its bytes, at least `at_least`.
+std::uint64_t per_pickle_byte(std::size_t pickle_bytes, std::uint64_t per_byte,
+                              std::uint64_t at_least) noexcept {
+  return std::max(at_least, common::checked_mul(pickle_bytes, per_byte).value_or(UINT64_MAX));
+}
+
 // The sizes and strides a listed tensor holds (beyond two dimensions, on the heap).
 std::size_t shape_bytes(const Tensor& tensor) noexcept {
   return 2 * sizeof(std::int64_t) * tensor.dim();
@@ -137,9 +143,7 @@ struct Frame {
 class ListBudget {
  public:
   explicit ListBudget(std::size_t pickle_bytes)
-      : budget_(std::max<std::size_t>(
-            kMinTensorListBytes,
-            common::checked_mul(pickle_bytes, kTensorListBytesPerPickleByte).value_or(SIZE_MAX))),
+      : budget_(per_pickle_byte(pickle_bytes, kTensorListBytesPerPickleByte, kMinTensorListBytes)),
         left_(budget_) {}
 
   void charge(std::size_t bytes) {
@@ -161,8 +165,8 @@ class ListBudget {
                                   budget_, kTensorListBytesPerPickleByte, kMinTensorListBytes));
   }
 
-  std::size_t budget_;
-  std::size_t left_;
+  std::uint64_t budget_;
+  std::uint64_t left_;
 };
 
 class Walker {
@@ -699,8 +703,8 @@ class Audit {
 std::size_t walk_step_budget(std::size_t pickle_bytes, const Limits& limits) noexcept {
   // A 1 KB pickle of shared lists names 2^40 paths; under max_pickle_values alone (200 M steps by
   // default) it listed tens of GB of names before failing.
-  const auto per_byte = common::checked_mul(pickle_bytes, kWalkStepsPerPickleByte);
-  const auto budget = std::max<std::uint64_t>(per_byte.value_or(UINT64_MAX), kMinWalkSteps);
+  const std::uint64_t budget =
+      per_pickle_byte(pickle_bytes, kWalkStepsPerPickleByte, kMinWalkSteps);
   return static_cast<std::size_t>(std::min<std::uint64_t>(budget, limits.max_pickle_values));
 }
 
@@ -710,9 +714,8 @@ std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
   ListBudget list_budget(pickle_bytes);
   Walker(builder, limits, walk_step_budget(pickle_bytes, limits), list_budget, out, opaque)
       .run(root);
-  const auto name_budget = std::max<std::size_t>(
-      kMinFallbackNameBytes,
-      common::checked_mul(pickle_bytes, kFallbackNameBytesPerPickleByte).value_or(SIZE_MAX));
+  const auto name_budget = static_cast<std::size_t>(
+      per_pickle_byte(pickle_bytes, kFallbackNameBytesPerPickleByte, kMinFallbackNameBytes));
   return Audit(builder, name_budget, list_budget, out).run(root);
 }
 
