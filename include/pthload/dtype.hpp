@@ -58,5 +58,8 @@ enum class Dtype : std::uint8_t {
 /// How many integers a packed quantized dtype stores per byte (quint4x2: 2, quint2x4: 4; torch
 /// keeps ceil(numel / that) bytes for such a tensor); 1 for every other dtype.
 [[nodiscard]] PTHLOAD_API std::uint64_t packed_per_byte(Dtype dtype) noexcept;
+/// The bytes `numel` integers of a packed dtype take, ceil(numel / packed_per_byte(dtype)),
+/// computed without overflow (numel may be 2^64 - 1); numel for every other dtype of one byte.
+[[nodiscard]] PTHLOAD_API std::uint64_t packed_nbytes(Dtype dtype, std::uint64_t numel) noexcept;
 
 }  // namespace pthload

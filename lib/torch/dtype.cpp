@@ -112,4 +112,10 @@ std::uint64_t packed_per_byte(Dtype dtype) noexcept {
   return 1;
 }
 
+std::uint64_t packed_nbytes(Dtype dtype, std::uint64_t numel) noexcept {
+  // Not (numel + per_byte - 1) / per_byte: that wraps to 0 for the largest numels.
+  const std::uint64_t per_byte = packed_per_byte(dtype);
+  return numel / per_byte + (numel % per_byte != 0 ? 1 : 0);
+}
+
 }  // namespace pthload

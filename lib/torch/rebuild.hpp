@@ -59,7 +59,16 @@ struct RebuildContext {
   /// Dense tensors rebuilt while the pickle ran (prebuilt_tensors.hpp), which tensor_of takes
   /// instead of rebuilding them; null when there are none.
   PrebuiltTensors* prebuilt = nullptr;
+  /// How many rebuild calls are being rebuilt, one inside another's arguments (bounded by
+  /// kMaxRebuildNesting).
+  std::size_t rebuild_depth = 0;
 };
+
+/// How deeply rebuild calls may nest. torch nests a few (a Parameter around a subclass around a
+/// quantized tensor whose scales are tensors), and each level is a recursion of the dispatch:
+/// without a bound, 10 000 nested _rebuild_from_type_v2 calls (within the pickle's nesting
+/// limit) overflow a 2 MiB thread stack.
+inline constexpr std::size_t kMaxRebuildNesting = 32;
 
 // ---- the dispatch (tensor_builder.cpp), which the families call for their arguments' tensors
 /// The tensor `value` rebuilds, or nullopt when it is no tensor (see TensorBuilder::tensor_of).

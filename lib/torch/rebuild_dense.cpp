@@ -37,6 +37,16 @@ Tensor rebuild_dense(RebuildContext& context, KnownGlobal kind, const Value& fun
     // v3 stores bytes (UntypedStorage); the dtype is the explicit 7th argument.
     dtype = dtype_argument(argument(args, 6, function), function);
   }
+  // torch packs quint4x2 and quint2x4 only in quantized tensors (_rebuild_qtensor, which checks
+  // that they are whole and contiguous, as the readers of packed bytes assume): a dense rebuild
+  // of one, with any strides and offset, is no tensor torch makes.
+  if (packed_per_byte(dtype) > 1) {
+    throw UnsupportedError(
+        Errc::kTorchUnsupportedRebuild,
+        fmt::format("{}: a {} tensor outside _rebuild_qtensor (torch packs "
+                    "{} integers only in quantized tensors)",
+                    global_name(function), dtype_name(dtype), dtype_name(dtype)));
+  }
 
   // torch requires numel * element size to fit in 64 bits; without this check, sizes whose
   // product wraps (2^62 x 2^62 x 4 with zero strides) pass the bounds check as a small tensor.

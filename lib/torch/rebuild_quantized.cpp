@@ -79,6 +79,10 @@ Tensor rebuild_quantized(RebuildContext& context, const Value& function, const V
     bad_arguments(function, fmt::format("storage '{}' holds {}, not a quantized dtype",
                                         storage->key(), dtype_name(dtype)));
   }
+  // Before any other use of the sizes, as in rebuild_dense: sizes whose product wraps (a
+  // (6148914691236517207, 3) tensor of 5 elements) would pass the bounds check with zero
+  // strides, and every reader sized by numel() would then write past its buffer.
+  check_numel(function, dtype, sizes);
   if (const std::uint64_t per_byte = packed_per_byte(dtype); per_byte > 1) {
     // quint4x2 and quint2x4 pack 2 and 4 integers into a byte: torch's storage holds
     // ceil(numel / per_byte) bytes, and only a whole, contiguous tensor is meaningful.
@@ -89,8 +93,7 @@ Tensor rebuild_quantized(RebuildContext& context, const Value& function, const V
                                          "not supported",
                                          global_name(function), dtype_name(dtype), offset));
     }
-    check_numel(function, dtype, sizes);
-    if ((probe.numel() + per_byte - 1) / per_byte > storage->nbytes()) {
+    if (packed_nbytes(dtype, probe.numel()) > storage->nbytes()) {
       throw FormatError(Errc::kTorchTensorOutOfBounds,
                         fmt::format("{}: {} packed {} elements need more than the {} bytes of "
                                     "storage '{}'",

@@ -1,11 +1,13 @@
 // Storage and Tensor: accessors over the state the torch and device layers fill in.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 #include <xxhash.h>
 
 #include "common/assert.hpp"
+#include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/access.hpp"
@@ -190,12 +192,17 @@ std::uint64_t Tensor::nbytes() const noexcept {
 }
 
 bool Tensor::is_contiguous() const noexcept {
-  std::int64_t expected = 1;
+  // An empty tensor is contiguous whatever its strides, as in torch; asked first, because the
+  // product of its other sizes need not fit in 64 bits (a file may claim (0, 2^40, 2^40)).
+  if (std::find(sizes().begin(), sizes().end(), 0) != sizes().end()) return true;
+  // Unsigned and saturating: numel fits in 64 bits unsigned but may pass INT64_MAX, and a
+  // saturated product matches no stride (an int64), as no stride can match an overflowed one.
+  std::uint64_t expected = 1;
   for (std::size_t i = sizes().size(); i-- > 0;) {
     if (sizes()[i] == 1) continue;  // torch ignores the stride of a size-1 dimension
-    if (sizes()[i] == 0) return true;
-    if (strides()[i] != expected) return false;
-    expected *= sizes()[i];
+    if (strides()[i] < 0 || static_cast<std::uint64_t>(strides()[i]) != expected) return false;
+    expected = common::checked_mul(expected, static_cast<std::uint64_t>(sizes()[i]))
+                   .value_or(std::numeric_limits<std::uint64_t>::max());
   }
   return true;
 }
@@ -270,8 +277,7 @@ void check_shown_bytes(const Tensor& tensor, std::string_view what) {
 // quint4x2 and quint2x4 tensors are whole and contiguous (the torch layer checks): their bytes
 // are the first ceil(numel / per_byte) of the storage, as torch's int_repr() gives them.
 std::span<const std::byte> Tensor::packed_bytes() const {
-  const std::uint64_t per_byte = packed_per_byte(dtype_);
-  return {data(), static_cast<std::size_t>((numel() + per_byte - 1) / per_byte)};
+  return {data(), static_cast<std::size_t>(packed_nbytes(dtype_, numel()))};
 }
 
 namespace {

@@ -21,6 +21,17 @@ namespace {
 // per call, where the numpy check, the dispatch and the dense rebuild each looked it up.
 std::optional<Tensor> rebuild_kind(RebuildContext& context, KnownGlobal kind, const Value& function,
                                    const Value& args) {
+  if (context.rebuild_depth >= kMaxRebuildNesting) {
+    throw FormatError(Errc::kTorchLimitExceeded,
+                      fmt::format("{}: rebuild calls nest deeper than {} (a tensor rebuilt "
+                                  "inside another's arguments): torch nests a few",
+                                  global_name(function), kMaxRebuildNesting));
+  }
+  ++context.rebuild_depth;
+  const struct Leave {
+    std::size_t& depth;
+    ~Leave() { --depth; }
+  } leave{context.rebuild_depth};
   switch (kind) {
     case KnownGlobal::kRebuildTensor:
     case KnownGlobal::kRebuildTensorV2:

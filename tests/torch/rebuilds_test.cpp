@@ -373,3 +373,74 @@ TEST_CASE("torch: a TorchScript constant without its record is rejected") {
                               {.name = "ck/constants.pkl", .data = constants.bytes()}}) ==
         Errc::kTorchStorageRecordMissing);
 }
+
+namespace {
+
+// A quantized tensor of `sizes` and `strides` over `storage` (type and element count), per-tensor
+// affine.
+std::string qtensor_of(std::string_view storage, std::int64_t numel,
+                       std::initializer_list<std::int64_t> sizes,
+                       std::initializer_list<std::int64_t> strides) {
+  PickleWriter p;
+  p.global("torch._utils", "_rebuild_qtensor").mark();
+  p.storage(storage, "0", "cpu", numel).integer(0).ints(sizes).ints(strides);
+  p.mark().global("torch", "per_tensor_affine").real(0.5).integer(0).tuple();
+  p.boolean(false).global("collections", "OrderedDict").empty_tuple().reduce();
+  return p.tuple().reduce().stop().bytes();
+}
+
+// A float tensor inside `levels` _rebuild_from_type_v2 calls, each the function of the one
+// around it (torch writes one: a subclass's tensor).
+std::string subclass_of_subclass(int levels) {
+  PickleWriter p;
+  p.global("torch._tensor", "_rebuild_from_type_v2").mark();
+  for (int i = 1; i < levels; ++i)
+    p.global("torch._tensor", "_rebuild_from_type_v2").none().mark();
+  p.global("torch._utils", "_rebuild_tensor_v2").none().mark();
+  p.storage("FloatStorage", "0", "cpu", 1).integer(0).ints({1}).ints({1}).boolean(false);
+  p.global("collections", "OrderedDict").empty_tuple().reduce().tuple();
+  for (int i = 0; i < levels; ++i)
+    p.none().tuple();
+  return p.reduce().stop().bytes();
+}
+
+}  // namespace
+
+TEST_CASE("torch: a quantized tensor whose sizes multiply past 64 bits is refused") {
+  // 3 x 6148914691236517207 is 2^64 + 5: counted in 64 bits, a 5-element tensor whose zero
+  // stride keeps it inside 3 bytes, which readers sized by numel() would overrun.
+  CHECK(open_code(qtensor_of("QInt8Storage", 3, {6148914691236517207, 3}, {0, 1}),
+                  {bytes_record("0", 3)}) == Errc::kTorchBadRebuildArguments);
+}
+
+TEST_CASE("torch: packed quint4x2 bytes are counted without wrapping") {
+  // (2^32 - 1) x (2^32 + 1) = 2^64 - 1 elements: ceil(numel / 2) computed as (numel + 1) / 2
+  // wraps to 0 bytes, which an empty storage would hold.
+  CHECK(open_code(qtensor_of("QUInt4x2Storage", 0, {4294967295, 4294967297}, {4294967297, 1}),
+                  {bytes_record("0", 0)}) == Errc::kTorchTensorOutOfBounds);
+  // 5 packed integers take 3 bytes.
+  CHECK(open_code(qtensor_of("QUInt4x2Storage", 3, {5}, {1}), {bytes_record("0", 3)}) == Errc::kOk);
+  CHECK(open_code(qtensor_of("QUInt4x2Storage", 2, {5}, {1}), {bytes_record("0", 2)}) ==
+        Errc::kTorchTensorOutOfBounds);
+}
+
+TEST_CASE("torch: a packed dtype outside _rebuild_qtensor is refused") {
+  // Its readers take ceil(numel / 2) contiguous bytes from the offset: a dense rebuild's strides
+  // and offset (here 100 000 integers shown by a 1-byte storage with stride 0) do not apply.
+  PickleWriter p;
+  p.tensor_v2("QUInt4x2Storage", "0", 1, 0, {100000}, {0}).stop();
+  CHECK(open_code(p.bytes(), {bytes_record("0", 1)}) == Errc::kTorchUnsupportedRebuild);
+}
+
+TEST_CASE("torch: rebuild calls nested past kMaxRebuildNesting are refused, not recursed into") {
+  const auto listed = [](int levels) {
+    const auto file = checkpoint_file(subclass_of_subclass(levels),
+                                      {{.name = "ck/data/0", .data = std::string(4, '\0')}});
+    return pthload::open(file.path()).tensors().size();
+  };
+  CHECK(listed(3) == 1);
+  // Thousands of levels fit the pickle's nesting limit, and each recursed three frames deep.
+  const auto file = checkpoint_file(subclass_of_subclass(4000),
+                                    {{.name = "ck/data/0", .data = std::string(4, '\0')}});
+  CHECK(error_code_of([&] { (void)pthload::open(file.path()); }) == Errc::kTorchLimitExceeded);
+}

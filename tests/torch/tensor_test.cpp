@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "pthload/dtype.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/access.hpp"
 
@@ -104,4 +105,29 @@ TEST_CASE("tensor: parts are shared by copies; a quantization given to one copy 
   const Tensor plain = meta_tensor({2});
   CHECK(plain.parts().empty());
   CHECK(plain.device() == pthload::Device::meta());
+}
+
+TEST_CASE("tensor: is_contiguous never overflows, and an empty tensor is contiguous") {
+  // (0, 2^32, 2^32): no element; the product of the other sizes passes 64 bits.
+  const std::int64_t big = std::int64_t{1} << 32;
+  CHECK(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{0, big, big},
+               std::vector<std::int64_t>{0, big, 1}, false)
+            .is_contiguous());
+  // (2, 2^62, 4): the row-major stride of the first dimension would be 2^64, which no int64
+  // stride is (a product wrapped to 0 would match the stride 0).
+  const std::int64_t huge = std::int64_t{1} << 62;
+  CHECK_FALSE(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{2, huge, 4},
+                     std::vector<std::int64_t>{0, 4, 1}, false)
+                  .is_contiguous());
+  CHECK(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{huge, 4},
+               std::vector<std::int64_t>{4, 1}, false)
+            .is_contiguous());
+}
+
+TEST_CASE("dtype: packed_nbytes rounds up, and the largest count does not wrap") {
+  CHECK(pthload::packed_nbytes(Dtype::kQUInt4x2, 5) == 3);
+  CHECK(pthload::packed_nbytes(Dtype::kQUInt2x4, 5) == 2);
+  CHECK(pthload::packed_nbytes(Dtype::kQUInt2x4, 8) == 2);
+  CHECK(pthload::packed_nbytes(Dtype::kQUInt4x2, UINT64_MAX) == std::uint64_t{1} << 63);
+  CHECK(pthload::packed_nbytes(Dtype::kQUInt8, 7) == 7);
 }

@@ -41,7 +41,7 @@ ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view nam
       contiguous_(tensor.is_contiguous() || tensor.numel() <= 1),
       file_view_(tensor.storage().is_file_view()) {
   const std::uint64_t packed = pthload::packed_per_byte(tensor.dtype());
-  total_ = packed > 1 ? (tensor.numel() + packed - 1) / packed : tensor.nbytes();
+  total_ = packed > 1 ? pthload::packed_nbytes(tensor.dtype(), tensor.numel()) : tensor.nbytes();
   if (packed > 1) contiguous_ = true;
   // Showing more bytes than the storage holds means the view overlaps itself.
   if (total_ > tensor.storage().nbytes() && total_ > pthload::kMaxOverlappingViewBytes) {

@@ -66,7 +66,8 @@ int run_verify(const VerifyArgs& args) {
       const std::uint64_t element = pthload::element_size(t.dtype());
       const std::uint64_t packed = pthload::packed_per_byte(t.dtype());
       const std::uint64_t last = static_cast<std::uint64_t>(t.storage_offset()) + extent_of(t);
-      const std::uint64_t needed = packed > 1 ? (last + packed) / packed : (last + 1) * element;
+      // The byte after the last element's (last / packed + 1: no wrap for the largest last).
+      const std::uint64_t needed = packed > 1 ? last / packed + 1 : (last + 1) * element;
       if (t.storage_offset() < 0 || needed > storage.nbytes()) {
         problems.push_back(
             fmt::format("{}: tensor '{}' reaches byte {} of storage '{}', which holds {} bytes",
