@@ -193,10 +193,18 @@ std::map<ItemKey, ItemLocation> read_storage_data(const pickle::Value& storage_d
 void check_chunks(const Entry& entry) {
   const std::size_t dims = entry.size.size();
   std::uint64_t numel = 1;
+  // Assembling strides multiply the sizes, each taken as at least 1: they must fit in an int64
+  // even where a zero size makes the tensor empty ((0, 2^40, 2^40) has 0 elements). Every chunk
+  // lies inside the tensor, so its element count fits too.
+  std::uint64_t outer_stride = 1;
   for (const auto s : entry.size) {
     const auto product = common::checked_mul(numel, s);
-    if (!product) bad(fmt::format("tensor '{}': its size overflows", entry.fqn));
+    const auto stride = common::checked_mul(outer_stride, std::max<std::uint64_t>(s, 1));
+    if (!product || !stride || *stride > static_cast<std::uint64_t>(INT64_MAX)) {
+      bad(fmt::format("tensor '{}': its size overflows", entry.fqn));
+    }
     numel = *product;
+    outer_stride = *stride;
   }
   if (entry.chunks.size() > kMaxChunksPerTensor) {
     throw UnsupportedError(Errc::kDcpBadChunks,
@@ -219,9 +227,18 @@ void check_chunks(const Entry& entry) {
                         "size {}, of {})",
                         entry.fqn, d, chunk.offsets[d], chunk.sizes[d], entry.size[d]));
       }
-      volume *= chunk.sizes[d];  // ≤ numel: the chunk lies inside the tensor
+      volume *= chunk.sizes[d];  // fits: the chunk lies inside the tensor
     }
-    covered = *common::checked_add(covered, volume);  // each ≤ numel, at most 8192 of them
+    // Chunks that lie inside the tensor and do not overlap hold at most numel elements together;
+    // the sum of overlapping ones may pass 64 bits before the overlap is found below.
+    const auto sum = common::checked_add(covered, volume);
+    if (!sum) {
+      throw FormatError(Errc::kDcpBadChunks,
+                        fmt::format("tensor '{}': its chunks hold more elements than it has (they "
+                                    "overlap)",
+                                    entry.fqn));
+    }
+    covered = *sum;
   }
   for (std::size_t a = 0; a < entry.chunks.size(); ++a) {
     for (std::size_t b = a + 1; b < entry.chunks.size(); ++b) {

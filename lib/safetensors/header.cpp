@@ -171,14 +171,22 @@ TensorEntry tensor_entry(const std::string& name, const json& info) {
     fail(Errc::kSafetensorsBadTensorInfo, fmt::format("tensor '{}': shape is not a list", name));
   }
   std::uint64_t numel = 1;
+  // The row-major strides multiply the sizes, each taken as at least 1: they must fit in an
+  // int64 even where a zero size makes the tensor empty ((0, 2^40, 2^40) has 0 elements).
+  std::uint64_t outer_stride = 1;
   for (const json& dim : shape) {
     const std::uint64_t size = unsigned_of(dim, name, "a dimension of its shape");
     const auto product = common::checked_mul(numel, size);
-    if (size > static_cast<std::uint64_t>(INT64_MAX) || !product) {
+    const auto stride = common::checked_mul(outer_stride, std::max<std::uint64_t>(size, 1));
+    if (size > static_cast<std::uint64_t>(INT64_MAX) || !product || !stride ||
+        *stride > static_cast<std::uint64_t>(INT64_MAX)) {
       fail(Errc::kSafetensorsSizeOverflow,
-           fmt::format("tensor '{}': the element count of its shape overflows", name));
+           fmt::format("tensor '{}': its shape's sizes multiply past 64 bits (its element count "
+                       "or its strides overflow)",
+                       name));
     }
     numel = *product;
+    outer_stride = *stride;
     entry.shape.push_back(static_cast<std::int64_t>(size));
   }
   std::optional<std::uint64_t> nbytes = common::checked_mul(numel, element_size(entry.dtype));

@@ -44,12 +44,14 @@ class ItemFiles {
     auto& file = files_[location.relative_path];
     const fs::path path = path_of(location);
     if (!file) {
+      // The metadata names the file: a FIFO would block the open and /dev/zero be read without
+      // end, whichever io strategy reads it.
+      std::error_code ignored;
+      if (!fs::is_regular_file(path, ignored)) {
+        throw IoError(Errc::kIoOpenFailed, "no such file (or not a regular file)",
+                      {.path = path.string()});
+      }
       if (options_.io == IoStrategy::kRead) {
-        std::error_code ignored;
-        if (!fs::is_regular_file(path, ignored)) {
-          throw IoError(Errc::kIoOpenFailed, "no such file (or not a regular file)",
-                        {.path = path.string()});
-        }
         file = std::make_shared<const common::MappedFile>(
             common::MappedFile::image(common::FileReader::open(path)));
       } else {
@@ -218,21 +220,39 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   if (!nbytes || *nbytes > SIZE_MAX) {
     throw FormatError(Errc::kDcpBadChunks, fmt::format("tensor '{}' is too large", entry.fqn));
   }
-  // Not zero-filled: the chunks were checked to cover the tensor exactly, so every byte is
-  // written once.
-  common::AlignedBuffer whole_buffer(static_cast<std::size_t>(*nbytes));
-  const std::span<std::byte> whole = whole_buffer.span();
+  // Every item is opened and checked before the buffer is allocated: its size comes from the
+  // metadata alone, and only items whose storages hold their chunks' bytes pay for it (the
+  // chunks cover the tensor exactly). An expanded item (stride 0) would let a few KB of files
+  // fill gigabytes.
+  std::vector<OpenedItem> items;
+  items.reserve(entry.chunks.size());
   std::size_t swap_unit = 0;
   for (const auto& chunk : entry.chunks) {
-    const OpenedItem item = open_item(files, entry, chunk, dtype, options);
-    const std::size_t unit = internal::Access::state(item.tensor->storage()).swap_unit;
+    OpenedItem item = open_item(files, entry, chunk, dtype, options);
+    const Storage& storage = item.tensor->storage();
+    if (item.tensor->nbytes() > storage.nbytes()) {
+      throw FormatError(
+          Errc::kDcpItemMismatch,
+          fmt::format("the item of tensor '{}' shows {} bytes over a storage of {} "
+                      "(an expanded view): assembling it would write more than the "
+                      "file holds",
+                      entry.fqn, item.tensor->nbytes(), storage.nbytes()),
+          {.path = files.path_of(chunk.location).string(), .offset = chunk.location.offset});
+    }
+    const std::size_t unit = internal::Access::state(storage).swap_unit;
     if (swap_unit != 0 && unit != swap_unit) {
       throw UnsupportedError(Errc::kDcpItemMismatch,
                              fmt::format("tensor '{}' has chunks of both byte orders", entry.fqn));
     }
     swap_unit = unit;
-    copy_chunk(item, chunk, entry.size, whole);
+    items.push_back(std::move(item));
   }
+  // Not zero-filled: the chunks were checked to cover the tensor exactly, so every byte is
+  // written once.
+  common::AlignedBuffer whole_buffer(static_cast<std::size_t>(*nbytes));
+  const std::span<std::byte> whole = whole_buffer.span();
+  for (std::size_t i = 0; i < items.size(); ++i)
+    copy_chunk(items[i], entry.chunks[i], entry.size, whole);
   internal::StorageState storage_state;
   storage_state.key = entry.fqn;
   storage_state.location = "cpu";  // FileSystemWriter saves CPU tensors only

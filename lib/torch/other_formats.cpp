@@ -70,7 +70,8 @@ void open_safetensors(internal::CheckpointState& state) {
     std::int64_t stride = 1;
     for (std::size_t i = entry.shape.size(); i-- > 0;) {
       strides[i] = stride;
-      stride *= std::max<std::int64_t>(entry.shape[i], 1);  // ≤ numel: no overflow
+      // Fits: the header refuses shapes whose sizes (each at least 1) multiply past INT64_MAX.
+      stride *= std::max<std::int64_t>(entry.shape[i], 1);
     }
     state.tensors.push_back(
         {.name = entry.name,

@@ -138,6 +138,14 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
     for (const auto& shard : index.shards) {
       if (!wanted_shards.contains(shard)) continue;
       const fs::path shard_path = index_path.parent_path() / shard;
+      // The index names the file: a FIFO there would block the open, /dev/zero be read without
+      // end. (A missing one is left to open_file, which says so.)
+      std::error_code ignored;
+      const auto type = fs::status(shard_path, ignored).type();
+      if (type != fs::file_type::not_found && type != fs::file_type::regular) {
+        throw IoError(Errc::kIoOpenFailed, "a shard the index names is not a regular file",
+                      {.path = shard_path.string()});
+      }
       try {
         auto opened = open_file(shard_path, options);
         const auto file = opened.file;  // kept: the shard's storages are pointed at it below

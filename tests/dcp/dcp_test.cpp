@@ -17,6 +17,7 @@
 #include "dcp/metadata.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
+#include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
 #include "torch/access.hpp"
@@ -68,14 +69,18 @@ std::string shape_of(const pthload::Tensor& tensor) {
   return fmt::format("{}", fmt::join(tensor.sizes(), "x"));
 }
 
-// A copy of a fixture directory a test may change.
+// A copy of a fixture directory a test may change, or an empty directory.
 struct ScratchDir {
   fs::path path;
-  explicit ScratchDir(const fs::path& from) {
+  explicit ScratchDir(const fs::path& from = {}) {
     path = fs::temp_directory_path() /
            fmt::format("pthload-dcp-{}-{}", ::getpid(), reinterpret_cast<std::uintptr_t>(this));
     fs::remove_all(path);
-    fs::copy(from, path, fs::copy_options::recursive);
+    if (from.empty()) {
+      fs::create_directories(path);
+    } else {
+      fs::copy(from, path, fs::copy_options::recursive);
+    }
   }
   ~ScratchDir() {
     std::error_code ignored;
@@ -415,4 +420,82 @@ TEST_CASE("dcp: metadata built by hand parses, and each malformed field is refus
   const std::int64_t big = std::int64_t{1} << 40;
   CHECK(parse_code(metadata_pickle({big, big}, {{.offsets = {0, 0}, .sizes = {big, big}}})) ==
         Errc::kDcpBadMetadata);  // 2^80 elements
+  // No element, but assembling strides of 2^80 and 2^40, which an int64 does not hold.
+  CHECK(parse_code(metadata_pickle({0, big, big}, {{.offsets = {0, 0, 0}, .sizes = {0, 1, 1}}})) ==
+        Errc::kDcpBadMetadata);
+  CHECK(parse_code(metadata_pickle({0, big, 8}, {{.offsets = {0, 0, 0}, .sizes = {0, 1, 1}}})) ==
+        Errc::kOk);
+  // Overlapping chunks whose element counts sum past 2^64 before the overlap is found.
+  const std::int64_t quarter = std::int64_t{1} << 62;
+  std::vector<ChunkSpec> piled;
+  for (std::int64_t i = 0; i < 5; ++i)
+    piled.push_back({.offsets = {i}, .sizes = {quarter - i}, .offset = 100 * i});
+  CHECK(parse_code(metadata_pickle({quarter}, piled)) == Errc::kDcpBadChunks);
+}
+
+namespace {
+
+// One .distcp item: a torch.save stream of one float32 tensor of `sizes` and `strides` over a
+// storage of `numel` elements.
+std::string float_item(std::initializer_list<std::int64_t> sizes,
+                       std::initializer_list<std::int64_t> strides, int numel) {
+  PickleWriter p;
+  p.tensor_v2("FloatStorage", "0", numel, 0, sizes, strides).stop();
+  const auto built = pthload::test::zip_build::build(
+      {{.name = "item/data.pkl", .data = p.bytes()},
+       {.name = "item/data/0", .data = pthload::test::float_record(numel)},
+       {.name = "item/version", .data = "3\n"}});
+  return {reinterpret_cast<const char*>(built.bytes.data()), built.bytes.size()};
+}
+
+// A DCP directory of one float32 tensor "w" of `sizes`, whose chunks' items are `items`, back to
+// back in __0_0.distcp.
+struct HandMadeDcp {
+  ScratchDir dir;
+  HandMadeDcp(const std::vector<std::int64_t>& sizes, std::vector<ChunkSpec> chunks,
+              const std::vector<std::string>& items) {
+    std::string distcp;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      chunks[i].offset = static_cast<std::int64_t>(distcp.size());
+      chunks[i].length = static_cast<std::int64_t>(items[i].size());
+      distcp += items[i];
+    }
+    dir.write(".metadata", metadata_pickle(sizes, chunks));
+    dir.write("__0_0.distcp", distcp);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("dcp: an assembled tensor's items must hold the bytes of their chunks") {
+  const std::vector<ChunkSpec> halves{{.offsets = {0, 0}, .sizes = {2, 4}},
+                                      {.offsets = {2, 0}, .sizes = {2, 4}}};
+  SUBCASE("whole items assemble") {
+    const HandMadeDcp dcp({4, 4}, halves,
+                          {float_item({2, 4}, {4, 1}, 8), float_item({2, 4}, {4, 1}, 8)});
+    const auto checkpoint = pthload::load(dcp.dir.path);
+    REQUIRE(checkpoint.tensors().size() == 1);
+    const auto bytes = checkpoint.tensors()[0].tensor.contiguous_bytes();
+    CHECK(bytes.size() == 64);
+  }
+  SUBCASE("an expanded item (stride 0), which would let a few bytes fill the whole tensor") {
+    const HandMadeDcp dcp({4, 4}, halves,
+                          {float_item({2, 4}, {4, 1}, 8), float_item({2, 4}, {0, 1}, 4)});
+    for (const auto io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      CAPTURE(io_name(io));
+      CHECK(error_code_of([&] { (void)pthload::open(dcp.dir.path, {.io = io}); }) ==
+            Errc::kDcpItemMismatch);
+    }
+  }
+  SUBCASE("a .distcp file that is no regular file is refused before it is opened") {
+    const HandMadeDcp dcp({4, 4}, halves,
+                          {float_item({2, 4}, {4, 1}, 8), float_item({2, 4}, {4, 1}, 8)});
+    fs::remove(dcp.dir.path / "__0_0.distcp");
+    fs::create_symlink("/dev/null", dcp.dir.path / "__0_0.distcp");
+    for (const auto io : {IoStrategy::kMap, IoStrategy::kRead}) {
+      CAPTURE(io_name(io));
+      CHECK(error_code_of([&] { (void)pthload::open(dcp.dir.path, {.io = io}); }) ==
+            Errc::kIoOpenFailed);
+    }
+  }
 }

@@ -288,6 +288,14 @@ TEST_CASE("safetensors: a shape whose element count or byte size overflows is re
         Errc::kSafetensorsSizeOverflow);
 }
 
+TEST_CASE("safetensors: an empty shape whose other sizes multiply past int64 is refused") {
+  // 0 elements, but its row-major strides (2^80, 2^40, 1) do not fit in an int64.
+  CHECK(code_of(sb::tensor("t", "F32", "[0,1099511627776,1099511627776]", 0, 0)) ==
+        Errc::kSafetensorsSizeOverflow);
+  // Empty, with strides that fit: accepted, as safetensors writes it.
+  CHECK(code_of(sb::tensor("t", "F32", "[0,1099511627776,8]", 0, 0)) == Errc::kOk);
+}
+
 TEST_CASE("safetensors: data_offsets that are not two non-negative integers are refused") {
   CHECK(code_of(R"("t":{"dtype":"U8","shape":[1],"data_offsets":[0]})", "x") ==
         Errc::kSafetensorsBadTensorInfo);

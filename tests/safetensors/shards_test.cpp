@@ -204,6 +204,23 @@ TEST_CASE("shards: a missing shard is an I/O error naming the shard") {
   }
 }
 
+TEST_CASE("shards: a shard that is no regular file is refused before it is opened") {
+  // /dev/zero would be read without end, a FIFO would block the open: the index names them.
+  const TempDir dir;
+  write_two_shards(dir);
+  fs::remove(dir.path() / "b.safetensors");
+  fs::create_symlink("/dev/null", dir.path() / "b.safetensors");
+  for (const auto io : {pthload::IoStrategy::kMap, pthload::IoStrategy::kRead}) {
+    try {
+      (void)pthload::open(dir.path(), {.io = io});
+      FAIL("opened");
+    } catch (const pthload::IoError& e) {
+      CHECK(e.code() == Errc::kIoOpenFailed);
+      CHECK(e.context().path == (dir.path() / "b.safetensors").string());
+    }
+  }
+}
+
 TEST_CASE("shards: a broken shard's error names the shard") {
   const TempDir dir;
   write_two_shards(dir);
