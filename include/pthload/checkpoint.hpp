@@ -83,6 +83,9 @@ class PTHLOAD_API Checkpoint {
   /// them. CPU storages become owned copies; GPU copies go through the same pipeline as load()
   /// (`options`). All or nothing: when it throws (DeviceError as load(); UnsupportedError for
   /// meta) every storage is where it was. Tensors see the move: they share their storages.
+  /// The bytes a storage held before are released: pointers taken from them (Tensor::data(),
+  /// Storage::bytes(), a DLPack tensor exported with to_dlpack) dangle once it returns, even
+  /// while the DLPack tensor's deleter has not run. Export after moving.
   void to(Device device, const CudaOptions& options = {});
 
  private:

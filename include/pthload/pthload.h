@@ -31,7 +31,9 @@ extern "C" {
 
 /** Success. Other codes are pthload::Errc values (include/pthload/error.hpp). */
 #define PTHLOAD_OK 0
-/** A NULL handle or output pointer, or a device string that is none (9xx: this API's own). */
+/** A NULL handle or output pointer, or a nonzero count beside a NULL array (9xx: this API's
+ *  own). A device string that names no device fails with Device::parse's code instead (500
+ *  DeviceBadString, 501 DeviceUnsupportedType), as in C++. */
 #define PTHLOAD_ERROR_INVALID_ARGUMENT 900
 /** Memory ran out (std::bad_alloc inside the library). */
 #define PTHLOAD_ERROR_OUT_OF_MEMORY 901
@@ -135,7 +137,8 @@ typedef int (*pthload_map_location_fn)(void* user_data, const pthload_storage_in
  *  size field, so a program must be rebuilt when the library's struct grows. */
 typedef struct pthload_options {
   /** Every storage goes to this device ("cpu", "cuda:0", "meta"); NULL: not used. Applied
-   *  before map_location, which is then not called. The string is read during the call only. */
+   *  before map_location, which is then not called. The string is read during the call only;
+   *  one that names no device fails with code 500 or 501. */
   const char* map_to;
   /** Called per storage to choose its device (see pthload_map_location_fn); NULL: not used. */
   pthload_map_location_fn map_location;
@@ -189,7 +192,8 @@ typedef struct pthload_error {
 } pthload_error;
 
 /** The calling thread's last error: code 0 after a success. The pointer and its strings stay
- *  valid until this thread's next call of a function returning int; never NULL. */
+ *  valid until this thread's next call of a function returning int, or a failing call of
+ *  pthload_tensor_data (which records why there); never NULL. */
 PTHLOAD_API const pthload_error* pthload_last_error(void);
 
 /** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits.

@@ -102,12 +102,12 @@ int record_simple_error(Errc code, const char* message) noexcept {
   return last_error.view.code;
 }
 
-// Runs `body` with every exception turned into a code; the thread's last error says the rest.
+// Runs `body` with every exception turned into a code, which the thread's last error then
+// describes; a success leaves the last error (and its strings) as they were.
 template <typename Body>
-int guarded(Body&& body) noexcept {
+int recorded(Body&& body) noexcept {
   try {
     body();
-    clear_last_error();
     return PTHLOAD_OK;
   } catch (const pthload::Error& error) {
     return record_error(error);
@@ -124,6 +124,14 @@ int guarded(Body&& body) noexcept {
     return record_simple_error(Errc::kCapiInternal,
                                "unexpected exception of unknown type (a bug in pthload)");
   }
+}
+
+// The same for the functions returning int, whose success resets the last error to code 0.
+template <typename Body>
+int guarded(Body&& body) noexcept {
+  const int code = recorded(std::forward<Body>(body));
+  if (code == PTHLOAD_OK) clear_last_error();
+  return code;
 }
 
 [[noreturn]] void throw_invalid_argument(const std::string& what) {
@@ -156,27 +164,36 @@ pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user
                                " for storage '" + key + "' (tagged '" + tag + "')");
     }
     if (chosen == 0) return std::nullopt;
-    switch (device.type) {
+    // Read as its bytes: C lets the callback store any int there, and loading a value outside
+    // the enumerators as the C++ enum would be undefined.
+    std::underlying_type_t<pthload_device_type> type = 0;
+    std::memcpy(&type, &device.type, sizeof type);
+    switch (type) {
       case PTHLOAD_DEVICE_CPU:
         return pthload::Device::cpu();
       case PTHLOAD_DEVICE_CUDA:
         return pthload::Device::cuda(device.index);
       case PTHLOAD_DEVICE_META:
         return pthload::Device::meta();
+      default:
+        break;
     }
-    throw_invalid_argument("the map_location callback chose device type " +
-                           std::to_string(static_cast<int>(device.type)) + " for storage '" + key +
-                           "', which is no pthload_device_type");
+    throw_invalid_argument("the map_location callback chose device type " + std::to_string(type) +
+                           " for storage '" + key + "', which is no pthload_device_type");
   };
 }
 
 // `count` C strings at `strings` (globs), checked: none may be NULL.
 std::vector<std::string> c_strings(const char* const* strings, std::size_t count,
                                    const char* field) {
+  // Checked before anything is reserved for `count`, which a caller may have left unset.
+  if (count != 0 && strings == nullptr) {
+    throw_invalid_argument(std::string(field) + "_count is " + std::to_string(count) + " but " +
+                           field + " is NULL");
+  }
   std::vector<std::string> result;
-  result.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    if (strings == nullptr || strings[i] == nullptr) {
+    if (strings[i] == nullptr) {
       throw_invalid_argument(std::string(field) + "_count is " + std::to_string(count) + " but " +
                              field + " or one of its strings is NULL");
     }
@@ -202,10 +219,14 @@ pthload::LoadOptions to_load_options(const pthload_options* options) {
   result.limits.max_pickle_nesting = static_cast<std::size_t>(options->max_pickle_nesting);
   result.limits.max_pickle_values = static_cast<std::size_t>(options->max_pickle_values);
   if (options->select != nullptr) result.select = options->select;
-  result.rename_prefix.reserve(options->rename_prefix_count);
+  if (options->rename_prefix_count != 0 &&
+      (options->rename_prefix_from == nullptr || options->rename_prefix_to == nullptr)) {
+    throw_invalid_argument("rename_prefix_count is " +
+                           std::to_string(options->rename_prefix_count) +
+                           " but rename_prefix_from or rename_prefix_to is NULL");
+  }
   for (std::size_t i = 0; i < options->rename_prefix_count; ++i) {
-    if (options->rename_prefix_from == nullptr || options->rename_prefix_to == nullptr ||
-        options->rename_prefix_from[i] == nullptr || options->rename_prefix_to[i] == nullptr) {
+    if (options->rename_prefix_from[i] == nullptr || options->rename_prefix_to[i] == nullptr) {
       throw_invalid_argument("rename_prefix_count is " +
                              std::to_string(options->rename_prefix_count) +
                              " but a rename_prefix_from or rename_prefix_to string is NULL");
@@ -407,7 +428,8 @@ pthload_device pthload_tensor_device(const pthload_tensor* tensor) {
 
 const void* pthload_tensor_data(const pthload_tensor* tensor) {
   const void* data = nullptr;
-  guarded([&] {
+  // An accessor: only a failure touches the last error (pthload.h).
+  (void)recorded([&] {
     if (tensor == nullptr) throw_invalid_argument("the tensor is NULL");
     data = cpu_data(named(tensor));
   });

@@ -221,6 +221,17 @@ TEST_SUITE("fixtures") {
     options.rename_prefix_to = nullptr;
     CHECK(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(pthload_last_error()->message).find("rename_prefix") != std::string::npos);
+    // Whatever the count: nothing is reserved for it before the array is found NULL (2^32
+    // strings were 128 GiB asked of the allocator, and out of memory came back).
+    options.rename_prefix_to = to;
+    options.only = nullptr;
+    options.only_count = std::size_t{1} << 32;
+    CHECK(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+    options.only = only;
+    options.only_count = 1;
+    options.rename_prefix_from = nullptr;
+    options.rename_prefix_count = SIZE_MAX;
+    CHECK(pthload_open(path.c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
   }
 
   TEST_CASE("capi: open reads no data; data() says why") {
@@ -230,6 +241,20 @@ TEST_SUITE("fixtures") {
     const pthload_tensor* tensor = pthload_checkpoint_tensor(checkpoint.get(), 0);
     CHECK(pthload_tensor_data(tensor) == nullptr);
     CHECK(pthload_last_error()->code == static_cast<int>(pthload::Errc::kDeviceNotOnCpu));
+
+    // An accessor: its success leaves the last error, and the strings it points at, alone.
+    pthload_checkpoint* loaded_raw = nullptr;
+    REQUIRE(pthload_load(fixture(kViews).c_str(), nullptr, &loaded_raw) == PTHLOAD_OK);
+    const CheckpointPtr loaded(loaded_raw);
+    pthload_checkpoint* missing = nullptr;
+    REQUIRE(pthload_open(fixture("no-such-file.pt").c_str(), nullptr, &missing) ==
+            static_cast<int>(pthload::Errc::kIoOpenFailed));
+    const char* message = pthload_last_error()->message;
+    const std::string copy = message;
+    CHECK(pthload_tensor_data(pthload_checkpoint_tensor(loaded.get(), 0)) != nullptr);
+    CHECK(pthload_last_error()->code == static_cast<int>(pthload::Errc::kIoOpenFailed));
+    CHECK(pthload_last_error()->message == message);
+    CHECK(std::string(message) == copy);
     DLManagedTensor* managed = nullptr;
     CHECK(pthload_tensor_to_dlpack(tensor, &managed) == PTHLOAD_ERROR_NO_DLPACK_FORM);
     CHECK(managed == nullptr);
@@ -263,6 +288,16 @@ TEST_SUITE("fixtures") {
       devices.insert(pthload_tensor_device(pthload_checkpoint_tensor(checkpoint.get(), i)).type);
     }
     CHECK(devices == std::set<int>{PTHLOAD_DEVICE_CPU, PTHLOAD_DEVICE_META});
+
+    // A device type outside the enum, which C lets a callback store, is refused as such.
+    options.map_location = [](void*, const pthload_storage_info*, pthload_device* device) {
+      const int seven = 7;
+      static_assert(sizeof device->type == sizeof seven);
+      std::memcpy(&device->type, &seven, sizeof seven);
+      return 1;
+    };
+    CHECK(pthload_load(fixture(kCuda).c_str(), &options, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(pthload_last_error()->message).find("device type 7") != std::string::npos);
 
     // A negative answer stops the load, naming the storage.
     options.map_location = [](void*, const pthload_storage_info*, pthload_device*) { return -7; };
