@@ -701,7 +701,45 @@ bool append_key_repr(std::string& out, const Value& value, int depth) {
   }
 }
 
+// At least how many bytes key_text(value) would write, counted no further than past `limit`
+// (a wide tuple is not walked whole).
+std::size_t key_text_size_at_least(const Value& value, std::size_t limit, int depth) {
+  switch (value.kind()) {
+    case Kind::kString:
+    case Kind::kPython2String:
+      return value.as_string().size();
+    case Kind::kBytes:
+      return value.as_bytes().size();
+    case Kind::kBigInt:
+      // n bytes of two's complement hold a number of more than n - 1 decimal digits.
+      return value.as_bytes().empty() ? 0 : value.as_bytes().size() - 1;
+    case Kind::kCall: {
+      // _codecs.encode(text, 'latin1'): at least a byte per character.
+      const auto args = value.args().items();
+      return !args.empty() && args[0]->is(Kind::kString) ? args[0]->as_string().size() : 0;
+    }
+    case Kind::kTuple: {
+      if (depth >= kMaxKeyTupleDepth) return 0;
+      std::size_t size = 2;
+      for (const Value* item : value.items()) {
+        if (size > limit) break;
+        size += key_text_size_at_least(*item, limit, depth + 1) + 1;
+      }
+      return size;
+    }
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> key_text(const Value& key, std::size_t max_bytes) {
+  if (key_text_size_at_least(key, max_bytes, 0) > max_bytes) return std::nullopt;
+  auto text = key_text(key);
+  if (text && text->size() > max_bytes) return std::nullopt;
+  return text;
+}
 
 std::optional<std::string> key_text(const Value& key) {
   switch (key.kind()) {

@@ -45,5 +45,8 @@ void print(std::ostream& out, const Value& root, const PrintOptions& options = {
 /// Python writes it (`('a', 1)`). nullopt for any other key (a tensor, an object, a frozenset,
 /// whose text Python would not write the same way twice): the caller names it otherwise.
 [[nodiscard]] std::optional<std::string> key_text(const Value& key);
+/// key_text(key), or nullopt also when that text would be longer than `max_bytes`: decided from
+/// the key's size before its text is built, so that refusing a 3 MB key costs no 3 MB copy.
+[[nodiscard]] std::optional<std::string> key_text(const Value& key, std::size_t max_bytes);
 
 }  // namespace pthload::pickle

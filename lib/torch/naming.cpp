@@ -635,10 +635,10 @@ class Audit {
       case Edge::Type::kIndex:
         return std::to_string(edge.index);
       case Edge::Type::kValue: {
-        auto text = pickle::key_text(*edge.key);
-        // A long key is cut: the name says where the tensor was, and must not cost a copy of
-        // a large string per tensor.
-        if (text && text->size() <= kMaxLabelBytes) return std::move(*text);
+        // A long key is left out, unbuilt: the name says where the tensor was, and must not
+        // cost a copy of a large key per tensor found under it (150 000 tensors under a 3 MB
+        // key took 11 s).
+        if (auto text = pickle::key_text(*edge.key, kMaxLabelBytes)) return std::move(*text);
         return fmt::format("<value {}>", edge.index);
       }
       case Edge::Type::kKey:

@@ -374,6 +374,26 @@ TEST_CASE("pickle: huge memo keys cost one entry, not the key's value") {
   CHECK(printed(pickle) == "0");
 }
 
+TEST_CASE("pickle: keys in order after many sparse ones are found, whichever part holds them") {
+  // 2000 keys far apart raise the dense part's limit; keys 0, 1, 2... then each land at its end.
+  // It grows only by doubling (growing by a few slots, each growth walking every sparse key,
+  // took time with the square of the pickle), so some of them are kept apart until it does.
+  const auto long_key = [](char opcode, std::uint32_t key) {
+    std::string out(1, opcode);
+    for (int i = 0; i < 4; ++i)
+      out += static_cast<char>((key >> (8 * i)) & 0xff);
+    return out;
+  };
+  std::string pickle = "(K\x07";
+  for (std::uint32_t i = 0; i < 2000; ++i)
+    pickle += long_key('r', 0xFFFFFFFFu - i);
+  for (std::uint32_t key = 0; key < 3000; ++key)
+    pickle += long_key('r', key);
+  pickle += "0" + long_key('j', 2999) + long_key('j', 1500) + long_key('j', 0) +
+            long_key('j', 0xFFFFFFFFu - 1999) + "t.";
+  CHECK(printed(pickle) == "(7, 7, 7, 7)");
+}
+
 TEST_CASE("pickle: memo keys out of order, overwritten, and in pages not yet written") {
   // Key 1000 first: the dense part grows to it, and keys below it then find their slots.
   CHECK(printed("K\x01r\xe8\x03\x00\x00"

@@ -122,3 +122,32 @@ TEST_CASE("pickle: printing to a stream gives the same text") {
   CHECK(out.str() == print(*r.root));
   CHECK(out.str().size() > 1 << 16);
 }
+
+TEST_CASE("pickle: key_text with a bound refuses longer keys, unbuilt") {
+  using pthload::pickle::key_text;
+  const auto text_of = [](std::string_view pickle, std::size_t max_bytes) {
+    const auto r = run(pickle);
+    return key_text(*r.root, max_bytes);
+  };
+  CHECK(text_of("X\x05\x00\x00\x00"
+                "abcde."sv,
+                5) == "abcde");
+  CHECK(text_of("X\x05\x00\x00\x00"
+                "abcde."sv,
+                4) == std::nullopt);
+  // ('ab', 1) is 9 bytes of text.
+  CHECK(text_of("X\x02\x00\x00\x00"
+                "abK\x01\x86."sv,
+                9) == "('ab', 1)");
+  CHECK(text_of("X\x02\x00\x00\x00"
+                "abK\x01\x86."sv,
+                8) == std::nullopt);
+  // A wide tuple of long strings is refused without walking it all.
+  std::string wide = "(";
+  for (int i = 0; i < 1000; ++i)
+    wide +=
+        "X\x05\x00\x00\x00"
+        "abcde"s;
+  CHECK(text_of(wide + "t.", 64) == std::nullopt);
+  CHECK(key_text(*run(wide + "t.").root)->size() > 64);
+}
