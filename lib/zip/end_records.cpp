@@ -157,6 +157,20 @@ std::uint64_t merge(std::uint64_t classic, std::uint64_t saturated, std::uint64_
 
 }  // namespace
 
+std::optional<std::uint64_t> zip64_end_record_start(std::span<const std::byte> file) noexcept {
+  try {
+    const std::uint64_t end_record = find_end_record(file);
+    if (end_record < kZip64LocatorSize ||
+        !has_signature(file, end_record - kZip64LocatorSize, kZip64LocatorSignature)) {
+      return std::nullopt;
+    }
+    // The record offset follows the signature and the disk number.
+    return common::load_le<std::uint64_t>(file.data() + end_record - kZip64LocatorSize + 8);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 EndRecords read_end_records(std::span<const std::byte> file) {
   EndRecords out;
   out.end_record_offset = find_end_record(file);

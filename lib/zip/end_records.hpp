@@ -27,4 +27,11 @@ struct EndRecords {
 /// kZipCentralDirectoryOutOfBounds) or UnsupportedError (kZipMultiDiskUnsupported).
 [[nodiscard]] EndRecords read_end_records(std::span<const std::byte> file);
 
+/// Where the zip64 end record starts, as the locator just before the end record says; nullopt
+/// when there is no end record or no locator. Reads only the end record, its comment and the
+/// 20 bytes before it: a reader of the file's tail must read that record too, which
+/// extensible data may put anywhere before the locator. Never throws.
+[[nodiscard]] std::optional<std::uint64_t> zip64_end_record_start(
+    std::span<const std::byte> file) noexcept;
+
 }  // namespace pthload::zip

@@ -188,6 +188,11 @@ std::optional<CentralDirectory> fill_archive_image(
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
   image.fill(size - tail, tail);
+  // The zip64 end record lies before its locator by its size, which extensible data (APPNOTE
+  // 4.3.14) may put before the tail: its fixed fields are read too (read_zip64 reads no more).
+  if (const auto zip64 = zip64_end_record_start(file); zip64 && *zip64 < size - tail) {
+    image.fill(*zip64, std::min(kZip64EndRecordMinSize, size - tail - *zip64));
+  }
   CentralDirectory directory;
   try {
     const EndRecords end = read_end_records(file);

@@ -143,7 +143,7 @@ Built build(const std::vector<Record>& records, const Options& options) {
   if (options.zip64_end) {
     built.zip64_end_record = w.position();
     w.u32(0x06064b50);
-    w.u64(44);
+    w.u64(44 + options.zip64_extensible_data.size());
     w.u16(45);
     w.u16(45);
     w.u32(0);
@@ -152,6 +152,7 @@ Built build(const std::vector<Record>& records, const Options& options) {
     w.u64(records.size());
     w.u64(cd_size);
     w.u64(built.central_directory);
+    w.text(options.zip64_extensible_data);
     built.zip64_locator = w.position();
     w.u32(0x07064b50);
     w.u32(0);

@@ -28,6 +28,9 @@ struct Options {
   bool zip64_extra = false;
   /// torch's local headers: flag bit 3, CRC and sizes 0, a data descriptor after each payload.
   bool data_descriptor = true;
+  /// The zip64 end record's extensible data (APPNOTE 4.3.14): bytes between its fixed fields
+  /// and the locator.
+  std::string zip64_extensible_data;
   /// Pad each payload to this alignment with an `FB` local extra field (0 = no padding).
   std::uint64_t alignment = 64;
   std::string comment;

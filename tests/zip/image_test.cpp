@@ -182,3 +182,22 @@ TEST_CASE("zip image: the header window grows when a later run of headers needs 
   for (std::size_t i = 0; i < built.records.size(); ++i)
     CHECK(parsed.data_offsets[i] == built.records[i].data);
 }
+
+TEST_CASE("zip image: a zip64 end record far before the tail (extensible data) is read too") {
+  // The locator says where the record starts; 100 KB of extensible data put it before the tail
+  // the image reads first. Past 16 MiB, a tail that makes no sense is not answered by reading
+  // the whole file, so the record must be read where the locator says.
+  auto with_large_payload = records();
+  with_large_payload.insert(with_large_payload.end() - 1,
+                            {.name = "t/data/large", .data = std::string(17 << 20, 'l')});
+  const build::Built built =
+      build::build(with_large_payload, {.zip64_extensible_data = std::string(100'000, 'x')});
+  REQUIRE(built.bytes.size() > std::size_t{17} << 20);
+  const Parsed parsed = check_same_outcome(built.bytes, true);
+  CHECK(parsed.outcome.code == Errc::kOk);
+  const pthload::test::TempFile file(built.bytes);
+  const MappedFile image = MappedFile::image(FileReader::open(file.path()));
+  const auto directory = pthload::zip::fill_archive_image(image, {}, is_storage);
+  REQUIRE(directory.has_value());
+  CHECK(Archive::parse(image, {}, *directory).entries().size() == with_large_payload.size());
+}
