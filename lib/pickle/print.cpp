@@ -240,7 +240,9 @@ void append_ascii(std::string& out, unsigned char c, char quote) {
 // Python's repr() of a str, appended to `out`; at most `limit` bytes shown, then "...".
 void append_text_repr(std::string& out, std::string_view s, std::size_t limit_bytes) {
   const std::size_t limit = std::min(s.size(), limit_bytes);
-  const char quote = quote_for(s);
+  // The quote Python would choose for what is shown: a long string referred to many times must
+  // not be searched whole each time it is printed cut.
+  const char quote = quote_for(s.substr(0, limit));
   out.push_back(quote);
   std::size_t i = 0;
   while (i < limit) {
@@ -270,7 +272,7 @@ void append_bytes_repr(std::string& out, std::span<const std::byte> bytes,
                        std::size_t limit_bytes) {
   const std::string_view as_chars{reinterpret_cast<const char*>(bytes.data()), bytes.size()};
   const std::size_t limit = std::min(bytes.size(), limit_bytes);
-  const char quote = quote_for(as_chars);
+  const char quote = quote_for(as_chars.substr(0, limit));
   out.push_back(quote);
   for (std::size_t i = 0; i < limit; ++i) {
     const auto c = std::to_integer<unsigned char>(bytes[i]);
@@ -397,7 +399,9 @@ class Printer {
       if (!is_compound(*x)) continue;
       if (std::find(mini_seen_.begin(), mini_seen_.end(), x) != mini_seen_.end()) continue;
       mini_seen_.push_back(x);
-      for_each_child(*x, options_.max_items,
+      // No more children than could fit: a large container shared by many parents was walked
+      // whole for each of them.
+      for_each_child(*x, std::min(options_.max_items, options_.inline_values + 1),
                      [&](const Value* child, bool) { mini_work_.push_back(child); });
       if (mini_work_.size() > options_.inline_values) return false;
     }
@@ -570,9 +574,21 @@ class Printer {
       case Kind::kInt:
         write(fmt::format("{}", v.as_int()));
         break;
-      case Kind::kBigInt:
-        write(big_int_text(v.as_bytes()));
+      case Kind::kBigInt: {
+        // Cut as strings are, and made once per value: a number of thousands of digits that
+        // the pickle refers to thousands of times printed hundreds of MB, and its decimal
+        // form costs the square of its size each time it is made.
+        auto [it, made] = big_int_texts_.try_emplace(&v);
+        if (made) {
+          it->second = big_int_text(v.as_bytes());
+          if (it->second.size() > options_.max_string) {
+            it->second.resize(options_.max_string);
+            it->second += "...";
+          }
+        }
+        write(it->second);
         break;
+      }
       case Kind::kFloat:
         write(float_text(v.as_float()));
         break;
@@ -580,7 +596,7 @@ class Printer {
         write_text(v.as_string());
         break;
       case Kind::kPython2String:
-        if (text::check_utf8(v.as_string()) == text::Utf8::kValid) {
+        if (text::check_utf8(shown_text(v.as_string())) == text::Utf8::kValid) {
           write_text(v.as_string());
         } else {
           write_bytes("b", v.as_bytes(), "");
@@ -605,6 +621,18 @@ class Printer {
     }
   }
 
+  // The part of `s` a cut print shows, ending before a character the cut would split: what a
+  // Python 2 str is checked as UTF-8 by (a 4 MB one referred to 20 000 times was checked whole
+  // each time).
+  [[nodiscard]] std::string_view shown_text(std::string_view s) const noexcept {
+    if (s.size() <= options_.max_string) return s;
+    std::size_t cut = options_.max_string;
+    for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80;
+         ++back)
+      --cut;
+    return s.substr(0, cut);
+  }
+
   void write_text(std::string_view s) {
     std::string out;
     append_text_repr(out, s, options_.max_string);
@@ -626,6 +654,7 @@ class Printer {
   std::vector<Task> pending_;
   std::unordered_set<const Value*> shared_;
   std::unordered_map<const Value*, std::size_t> labels_;
+  std::unordered_map<const Value*, std::string> big_int_texts_;
   std::unordered_set<const Value*> on_path_;
   std::vector<const Value*> mini_work_;
   std::vector<const Value*> mini_seen_;

@@ -17,7 +17,8 @@ struct PrintOptions {
   std::size_t max_depth = 100;
   /// Elements shown per container (entries for a dict); the rest as `... (N more)`.
   std::size_t max_items = SIZE_MAX;
-  /// Bytes of a string or bytes value shown; the rest as `...` after the closing quote.
+  /// Bytes of a string or bytes value shown; the rest as `...` after the closing quote (the quote
+  /// chosen for the bytes shown); an int's digits likewise.
   std::size_t max_string = 200;
   /// Spaces per nesting level (indentation stops growing after 100 levels).
   std::size_t indent = 2;
@@ -26,8 +27,8 @@ struct PrintOptions {
 };
 
 /// Renders `root` as text. Scalars as Python's repr() (`None`, `True`, `12`, `1.5`, `'text'`,
-/// `b'\x00'`, `bytearray(b'..')`; a Python 2 str as `'..'` when it is UTF-8, else as bytes);
-/// tuples, lists, dicts, sets and frozensets as Python writes them; a Global as
+/// `b'\x00'`, `bytearray(b'..')`; a Python 2 str as `'..'` when what is shown of it is UTF-8, else
+/// as bytes); tuples, lists, dicts, sets and frozensets as Python writes them; a Global as
 /// `module.name`; a Call as `callable(arg, ..., **kwargs)` followed by what was applied to it:
 /// ` items=[..]` (APPEND), ` items={k: v}` (SETITEM), ` items={..}` (ADDITEMS), ` state=..`
 /// (BUILD, also on lists, dicts and sets); a Persistent as `persistent(id)`. A container reached

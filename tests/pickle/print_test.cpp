@@ -29,9 +29,16 @@ TEST_CASE("pickle: the printer writes scalars as Python's repr") {
 TEST_CASE("pickle: big ints print in decimal, huge ones in hex") {
   std::string huge = "\x8b\x00\x08\x00\x00"s;  // 2048 bytes
   huge += std::string(2047, '\0') + "\x01."s;
-  const auto text = printed(huge);
+  PrintOptions whole;
+  whole.max_string = SIZE_MAX;
+  const auto text = printed(huge, whole);
   CHECK(text.starts_with("0x1"));
   CHECK(text.size() == 2 + 1 + 2047 * 2);
+  // Cut at max_string characters, as strings are.
+  const auto cut = printed(huge);
+  CHECK(cut.size() == PrintOptions{}.max_string + 3);
+  CHECK(cut.starts_with("0x1"));
+  CHECK(cut.ends_with("00..."));
   std::string negative = "\x8b\x00\x08\x00\x00"s + std::string(2047, '\0') + "\xff."s;
   CHECK(printed(negative).starts_with("-0x1"));
 }
@@ -150,4 +157,27 @@ TEST_CASE("pickle: key_text with a bound refuses longer keys, unbuilt") {
         "abcde"s;
   CHECK(text_of(wide + "t.", 64) == std::nullopt);
   CHECK(key_text(*run(wide + "t.").root)->size() > 64);
+}
+
+TEST_CASE("pickle: a cut print looks only at what it shows") {
+  PrintOptions options;
+  options.max_string = 3;
+  // The quote is chosen for the bytes shown ('abc'), not for the quote further on.
+  CHECK(printed("X\x05\x00\x00\x00"
+                "abcd'."sv,
+                options) == "'abc'...");
+  // A Python 2 str is text when what is shown is UTF-8, whatever follows the cut.
+  CHECK(printed("U\x05"
+                "abc\xff\xff."sv,
+                options) == "'abc'...");
+  CHECK(printed("U\x02"
+                "a\xff."sv,
+                options) == "b'a\\xff'");
+  // A cut inside a character moves before it.
+  CHECK(printed("U\x06"
+                "ab\xc3\xa9zz."sv,
+                options) == "'ab\xc3\xa9'...");
+  // An int's digits are cut likewise (2^64, past int64: a big int).
+  CHECK(printed("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."sv, options) == "184...");
+  CHECK(printed("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."sv) == "18446744073709551616");
 }
