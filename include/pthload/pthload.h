@@ -192,8 +192,8 @@ typedef struct pthload_error {
 } pthload_error;
 
 /** The calling thread's last error: code 0 after a success. The pointer and its strings stay
- *  valid until this thread's next call of a function returning int, or a failing call of
- *  pthload_tensor_data (which records why there); never NULL. */
+ *  valid until this thread's next call of a function returning int, or a call of
+ *  pthload_tensor_data that returns NULL (which records why there); never NULL. */
 PTHLOAD_API const pthload_error* pthload_last_error(void);
 
 /** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits.
@@ -268,7 +268,8 @@ PTHLOAD_API pthload_device pthload_tensor_device(const pthload_tensor* tensor);
 /** The address of its first element on the CPU, valid while the checkpoint (or a DLPack tensor
  *  of it) lives; read-only (it may be a view of the mapped file). NULL when the tensor is not on
  *  the CPU, is not placed (pthload_open), or has no storage, and the last error then says why;
- *  also possibly NULL, with no error, for a tensor of no elements over an empty storage. */
+ *  also possibly NULL for a tensor of no elements over an empty storage, the last error then
+ *  code 0. A non-NULL result leaves the last error as it was. */
 PTHLOAD_API const void* pthload_tensor_data(const pthload_tensor* tensor);
 /** The device address of its first element on CUDA; NULL for tensors elsewhere. */
 PTHLOAD_API const void* pthload_tensor_device_pointer(const pthload_tensor* tensor);

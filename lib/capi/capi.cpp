@@ -166,7 +166,8 @@ pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user
     if (chosen == 0) return std::nullopt;
     // Read as its bytes: C lets the callback store any int there, and loading a value outside
     // the enumerators as the C++ enum would be undefined.
-    std::underlying_type_t<pthload_device_type> type = 0;
+    int type = 0;
+    static_assert(sizeof type == sizeof device.type);
     std::memcpy(&type, &device.type, sizeof type);
     switch (type) {
       case PTHLOAD_DEVICE_CPU:
@@ -428,11 +429,13 @@ pthload_device pthload_tensor_device(const pthload_tensor* tensor) {
 
 const void* pthload_tensor_data(const pthload_tensor* tensor) {
   const void* data = nullptr;
-  // An accessor: only a failure touches the last error (pthload.h).
-  (void)recorded([&] {
+  // An accessor: only a NULL result touches the last error, which then says why, or is code 0
+  // for an empty tensor (pthload.h).
+  const int code = recorded([&] {
     if (tensor == nullptr) throw_invalid_argument("the tensor is NULL");
     data = cpu_data(named(tensor));
   });
+  if (code == PTHLOAD_OK && data == nullptr) clear_last_error();
   return data;
 }
 

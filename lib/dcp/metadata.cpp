@@ -6,8 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "common/checked.hpp"
 #include "pickle/machine.hpp"
@@ -184,6 +187,24 @@ std::map<ItemKey, ItemLocation> read_storage_data(const pickle::Value& storage_d
     }
     const bool inserted = items.emplace(ItemKey{fqn, offset}, std::move(location)).second;
     if (!inserted) bad(fmt::format("{} is listed twice in storage_data", what));
+  }
+  // FileSystemWriter writes each item once, after the one before. Items that share bytes would
+  // let one item's bytes fill any number of chunks, and a few hundred bytes of metadata per
+  // chunk buy buffers of gigabytes.
+  std::vector<const ItemLocation*> by_place;
+  by_place.reserve(items.size());
+  for (const auto& [key, location] : items)
+    if (location.length > 0) by_place.push_back(&location);
+  std::sort(by_place.begin(), by_place.end(), [](const ItemLocation* a, const ItemLocation* b) {
+    return std::tie(a->relative_path, a->offset) < std::tie(b->relative_path, b->offset);
+  });
+  for (std::size_t i = 1; i < by_place.size(); ++i) {
+    const ItemLocation& before = *by_place[i - 1];
+    const ItemLocation& here = *by_place[i];
+    if (before.relative_path == here.relative_path && before.offset + before.length > here.offset) {
+      bad(fmt::format("two storage items share bytes of {} (offsets {} and {})", here.relative_path,
+                      before.offset, here.offset));
+    }
   }
   return items;
 }

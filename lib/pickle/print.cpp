@@ -401,7 +401,9 @@ class Printer {
       mini_seen_.push_back(x);
       // No more children than could fit: a large container shared by many parents was walked
       // whole for each of them.
-      for_each_child(*x, std::min(options_.max_items, options_.inline_values + 1),
+      const std::size_t enough =
+          options_.inline_values == SIZE_MAX ? SIZE_MAX : options_.inline_values + 1;
+      for_each_child(*x, std::min(options_.max_items, enough),
                      [&](const Value* child, bool) { mini_work_.push_back(child); });
       if (mini_work_.size() > options_.inline_values) return false;
     }
@@ -621,16 +623,16 @@ class Printer {
     }
   }
 
-  // The part of `s` a cut print shows, ending before a character the cut would split: what a
-  // Python 2 str is checked as UTF-8 by (a 4 MB one referred to 20 000 times was checked whole
-  // each time).
+  // The part of `s` a cut print shows, to the end of the character the cut falls in (which
+  // append_text_repr writes whole): what a Python 2 str is checked as UTF-8 by (a 4 MB one
+  // referred to 20 000 times was checked whole each time it was printed).
   [[nodiscard]] std::string_view shown_text(std::string_view s) const noexcept {
     if (s.size() <= options_.max_string) return s;
-    std::size_t cut = options_.max_string;
-    for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80;
-         ++back)
-      --cut;
-    return s.substr(0, cut);
+    std::size_t end = options_.max_string;
+    for (int more = 0;
+         more < 3 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80; ++more)
+      ++end;
+    return s.substr(0, end);
   }
 
   void write_text(std::string_view s) {

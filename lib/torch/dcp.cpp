@@ -222,8 +222,8 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   }
   // Every item is opened and checked before the buffer is allocated: its size comes from the
   // metadata alone, and only items whose storages hold their chunks' bytes pay for it (the
-  // chunks cover the tensor exactly). An expanded item (stride 0) would let a few KB of files
-  // fill gigabytes.
+  // chunks cover the tensor exactly; no two items share bytes, parse_metadata checks). An
+  // expanded item (stride 0) would let a few KB of files fill gigabytes.
   std::vector<OpenedItem> items;
   items.reserve(entry.chunks.size());
   std::size_t swap_unit = 0;

@@ -396,11 +396,14 @@ TEST_CASE("dcp: metadata built by hand parses, and each malformed field is refus
   CHECK(parse_code(metadata_pickle({4, 4}, {halves[0]})) == Errc::kDcpBadChunks);  // a gap
   CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], halves[0]})) ==
         Errc::kDcpBadMetadata);  // one storage_data key twice
-  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {1, 0}, .sizes = {3, 4}}})) ==
+  CHECK(parse_code(metadata_pickle(
+            {4, 4}, {halves[0], {.offsets = {1, 0}, .sizes = {3, 4}, .offset = 100}})) ==
         Errc::kDcpBadChunks);  // overlap
-  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {2, 0}, .sizes = {3, 4}}})) ==
+  CHECK(parse_code(metadata_pickle(
+            {4, 4}, {halves[0], {.offsets = {2, 0}, .sizes = {3, 4}, .offset = 100}})) ==
         Errc::kDcpBadChunks);  // past the end
-  CHECK(parse_code(metadata_pickle({4, 4}, {halves[0], {.offsets = {2}, .sizes = {2}}})) ==
+  CHECK(parse_code(
+            metadata_pickle({4, 4}, {halves[0], {.offsets = {2}, .sizes = {2}, .offset = 100}})) ==
         Errc::kDcpBadChunks);  // dimensions
   CHECK(parse_code(metadata_pickle({4, -4}, halves)) == Errc::kDcpBadMetadata);
   auto unlisted = halves;
@@ -414,6 +417,14 @@ TEST_CASE("dcp: metadata built by hand parses, and each malformed field is refus
   auto negative = halves;
   negative[1].offset = -1;
   CHECK(parse_code(metadata_pickle({4, 4}, negative)) == Errc::kDcpBadMetadata);
+  // Two chunks whose items share bytes: one item could fill any number of chunks.
+  auto shared = halves;
+  shared[1].offset = 50;
+  CHECK(parse_code(metadata_pickle({4, 4}, shared)) == Errc::kDcpBadMetadata);
+  shared[1].offset = 0;
+  CHECK(parse_code(metadata_pickle({4, 4}, shared)) == Errc::kDcpBadMetadata);
+  shared[1].path = "__1_0.distcp";  // the same offset of another file
+  CHECK(parse_code(metadata_pickle({4, 4}, shared)) == Errc::kOk);
   auto compressed = halves;
   compressed[1].transform = true;
   CHECK(parse_code(metadata_pickle({4, 4}, compressed)) == Errc::kDcpTransformUnsupported);

@@ -149,13 +149,20 @@ TEST_CASE("pickle: key_text with a bound refuses longer keys, unbuilt") {
   CHECK(text_of("X\x02\x00\x00\x00"
                 "abK\x01\x86."sv,
                 8) == std::nullopt);
-  // A wide tuple of long strings is refused without walking it all.
+  // A wide tuple of long strings is refused (its bound is met within the first few strings).
   std::string wide = "(";
   for (int i = 0; i < 1000; ++i)
     wide +=
         "X\x05\x00\x00\x00"
         "abcde"s;
   CHECK(text_of(wide + "t.", 64) == std::nullopt);
+  // At the bound exactly, for bytes as for str: b'ab' is 5 bytes of text.
+  CHECK(text_of("C\x02"
+                "ab."sv,
+                5) == "b'ab'");
+  CHECK(text_of("C\x02"
+                "ab."sv,
+                4) == std::nullopt);
   CHECK(key_text(*run(wide + "t.").root)->size() > 64);
 }
 
@@ -173,7 +180,14 @@ TEST_CASE("pickle: a cut print looks only at what it shows") {
   CHECK(printed("U\x02"
                 "a\xff."sv,
                 options) == "b'a\\xff'");
-  // A cut inside a character moves before it.
+  // A character the cut falls in is checked whole: F0 80 is no character, so this is bytes
+  // (written as a str, its quote would have come out unescaped).
+  options.max_string = 10;
+  CHECK(printed("U\x17"
+                "aaaaaaaaa\xf0\x80'Xbbbbbbbbbb."sv,
+                options) == "b'aaaaaaaaa\\xf0'...");
+  options.max_string = 3;
+  // A cut inside a valid character shows it whole.
   CHECK(printed("U\x06"
                 "ab\xc3\xa9zz."sv,
                 options) == "'ab\xc3\xa9'...");
