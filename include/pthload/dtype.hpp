@@ -59,7 +59,8 @@ enum class Dtype : std::uint8_t {
 /// keeps ceil(numel / that) bytes for such a tensor); 1 for every other dtype.
 [[nodiscard]] PTHLOAD_API std::uint64_t packed_per_byte(Dtype dtype) noexcept;
 /// The bytes `numel` integers of a packed dtype take, ceil(numel / packed_per_byte(dtype)),
-/// computed without overflow (numel may be 2^64 - 1); numel for every other dtype of one byte.
+/// computed without overflow (numel may be 2^64 - 1). For any other dtype, numel itself: a
+/// count of elements, which is bytes only for one-byte dtypes.
 [[nodiscard]] PTHLOAD_API std::uint64_t packed_nbytes(Dtype dtype, std::uint64_t numel) noexcept;
 
 }  // namespace pthload

@@ -742,7 +742,7 @@ std::size_t key_text_size_at_least(const Value& value, std::size_t limit, int de
     case Kind::kBytes:
       return value.as_bytes().size();
     case Kind::kBigInt:
-      // n bytes of two's complement hold a number of more than n - 1 decimal digits.
+      // Minimal two's complement in n bytes: a number of at least n - 1 decimal digits.
       return value.as_bytes().empty() ? 0 : value.as_bytes().size() - 1;
     case Kind::kCall: {
       // _codecs.encode(text, 'latin1'): at least a byte per character.
