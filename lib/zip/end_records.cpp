@@ -155,17 +155,24 @@ std::uint64_t merge(std::uint64_t classic, std::uint64_t saturated, std::uint64_
   return classic;
 }
 
+// Where the zip64 locator lies: right before the end record, when its signature is there.
+std::optional<std::uint64_t> locator_before(std::span<const std::byte> file,
+                                            std::uint64_t end_record) noexcept {
+  if (end_record < kZip64LocatorSize ||
+      !has_signature(file, end_record - kZip64LocatorSize, kZip64LocatorSignature)) {
+    return std::nullopt;
+  }
+  return end_record - kZip64LocatorSize;
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> zip64_end_record_start(std::span<const std::byte> file) noexcept {
   try {
-    const std::uint64_t end_record = find_end_record(file);
-    if (end_record < kZip64LocatorSize ||
-        !has_signature(file, end_record - kZip64LocatorSize, kZip64LocatorSignature)) {
-      return std::nullopt;
-    }
+    const auto locator = locator_before(file, find_end_record(file));
+    if (!locator) return std::nullopt;
     // The record offset follows the signature and the disk number.
-    return common::load_le<std::uint64_t>(file.data() + end_record - kZip64LocatorSize + 8);
+    return common::load_le<std::uint64_t>(file.data() + *locator + 8);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -195,11 +202,8 @@ EndRecords read_end_records(std::span<const std::byte> file) {
 
   // torch (miniz with MZ_ZIP_FLAG_WRITE_ZIP64) writes the locator and zip64 end record even for
   // tiny files; other writers only when a classic field overflows.
-  const bool has_locator =
-      out.end_record_offset >= kZip64LocatorSize &&
-      has_signature(file, out.end_record_offset - kZip64LocatorSize, kZip64LocatorSignature);
-  if (has_locator) {
-    const std::uint64_t locator_offset = out.end_record_offset - kZip64LocatorSize;
+  if (const auto locator = locator_before(file, out.end_record_offset)) {
+    const std::uint64_t locator_offset = *locator;
     const Zip64Values zip64 = read_zip64(file, locator_offset);
     if ((disk_number != 0 && disk_number != kSaturated16) ||
         (disk_with_cd != 0 && disk_with_cd != kSaturated16)) {
