@@ -83,9 +83,10 @@ class PTHLOAD_API Checkpoint {
   /// them. CPU storages become owned copies; GPU copies go through the same pipeline as load()
   /// (`options`). All or nothing: when it throws (DeviceError as load(); UnsupportedError for
   /// meta) every storage is where it was. Tensors see the move: they share their storages.
-  /// The bytes a storage held before are released: pointers taken from them (Tensor::data(),
-  /// Storage::bytes(), a DLPack tensor exported with to_dlpack) dangle once it returns, even
-  /// while the DLPack tensor's deleter has not run. Export after moving.
+  /// The bytes a storage held before are released, so pointers taken from them
+  /// (Tensor::data(), Storage::bytes()) dangle once it returns — unless a hold on them lives
+  /// (Tensor::hold_bytes(), a DLPack tensor exported with to_dlpack until its deleter runs),
+  /// which then owns them.
   void to(Device device, const CudaOptions& options = {});
 
  private:

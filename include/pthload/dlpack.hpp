@@ -21,11 +21,10 @@ namespace pthload {
 /// `tensor` as a DLManagedTensor, without copying its bytes: a CPU tensor (placed by load())
 /// as kDLCPU, a CUDA tensor as kDLCUDA with its ordinal. `data` points at the first element
 /// (byte_offset 0, as torch exports), shape and strides (in elements) are the tensor's. The
-/// result holds a copy of `tensor`, and so its storage: it stays valid after the Checkpoint is
-/// gone, until its consumer calls its deleter, exactly once, which releases that hold — but not
-/// after Checkpoint::to() moves the storage, which releases the bytes the export points at
-/// (export after moving). The bytes are read-only (a view of the mapped file, unless loaded
-/// with copy). Throws
+/// result holds the bytes (Tensor::hold_bytes): they stay valid after the Checkpoint is gone and
+/// after Checkpoint::to() moves the storage (the export keeps showing the bytes it was made
+/// from), until its consumer calls its deleter, exactly once, which releases that hold. The
+/// bytes are read-only (a view of the mapped file, unless loaded with copy). Throws
 /// UnsupportedError(kDlpackUnsupportedTensor) for a tensor DLPack cannot describe (a dtype
 /// dlpack_dtype refuses, a sparse or nested layout, a tensor without storage or on meta) or
 /// that is not placed (open() reads no data); std::bad_alloc.

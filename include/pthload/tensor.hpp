@@ -183,6 +183,13 @@ class PTHLOAD_API Tensor {
   /// valid while the storage lives. Throws DeviceError(kDeviceNotOnCpu) when not on the CPU,
   /// UnsupportedError(kTorchTensorWithoutData) for a tensor without storage.
   [[nodiscard]] const std::byte* data() const;
+  /// A hold on the bytes data() or the storage's device_pointer() shows now: while any copy of
+  /// it lives they stay valid and unchanged — after the Checkpoint is gone, and after
+  /// Checkpoint::to() moves the storage (the hold then owns the bytes moved away from; the new
+  /// ones need a new hold). For handing a tensor to another runtime without a copy;
+  /// to_dlpack() takes one. nullptr for a tensor without storage (sparse and nested tensors:
+  /// hold their parts()). Thread-safe. Throws std::bad_alloc.
+  [[nodiscard]] std::shared_ptr<const void> hold_bytes() const;
   /// A copy of the elements in row-major order, as one contiguous run of bytes (for quint4x2
   /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data(),
   /// and FormatError(kTorchLimitExceeded) for a view that overlaps itself (stride 0) and shows

@@ -1,5 +1,6 @@
-// DLPack export (dlpack.h: DLManagedTensor): a copy of the Tensor rides in manager_ctx, so the
-// storage lives until the consumer calls the deleter.
+// DLPack export (dlpack.h: DLManagedTensor): a hold on the tensor's bytes (Tensor::hold_bytes)
+// rides in manager_ctx, so they live until the consumer calls the deleter, whatever the
+// Checkpoint does meanwhile.
 #include "pthload/dlpack.hpp"
 
 #include <memory>
@@ -12,7 +13,7 @@ namespace pthload {
 namespace {
 
 struct DlpackHolder {
-  Tensor tensor;  // shares the storage: the hold the deleter releases
+  std::shared_ptr<const void> bytes;  // what the deleter releases
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
   DLManagedTensor managed{};
@@ -108,7 +109,7 @@ DLManagedTensor* to_dlpack(const Tensor& tensor) {
   }
 
   auto holder = std::make_unique<DlpackHolder>(DlpackHolder{
-      .tensor = tensor,
+      .bytes = tensor.hold_bytes(),
       .shape = {tensor.sizes().begin(), tensor.sizes().end()},
       .strides = {tensor.strides().begin(), tensor.strides().end()},
   });

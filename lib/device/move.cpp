@@ -9,6 +9,7 @@
 #include "device/place.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
+#include "torch/byte_holds.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -93,7 +94,7 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   if (device.type == Device::Type::kCpu) {
     for (std::size_t i = 0; i < from_cuda.size(); ++i) {
       auto& s = *from_cuda[i];
-      s.placement = std::move(host_copies[i]);
+      internal::replace_placement(s, std::move(host_copies[i]));
       s.cpu_bytes = std::get<common::AlignedBuffer>(s.placement).span().first(s.nbytes);
       s.device = Device::cpu();
     }
@@ -129,7 +130,7 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   Progress progress(options.progress, total);
   auto placed = place_on_devices(backend, jobs, options, progress);
   for (std::size_t i = 0; i < moved.size(); ++i) {
-    moved[i]->placement = std::move(placed[i]);
+    internal::replace_placement(*moved[i], std::move(placed[i]));
     moved[i]->device = Device::cuda(device.index);
     moved[i]->cpu_bytes = {};
   }

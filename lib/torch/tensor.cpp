@@ -11,6 +11,7 @@
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/access.hpp"
+#include "torch/byte_holds.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -205,6 +206,11 @@ bool Tensor::is_contiguous() const noexcept {
                    .value_or(std::numeric_limits<std::uint64_t>::max());
   }
   return true;
+}
+
+std::shared_ptr<const void> Tensor::hold_bytes() const {
+  if (!storage_) return nullptr;
+  return internal::hold_placement(storage_);
 }
 
 const std::byte* Tensor::data() const {
