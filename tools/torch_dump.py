@@ -35,7 +35,7 @@ attributes are what its BUILD state held (`lin.weight`, `bn.running_mean`, `tl.0
 List[Tensor] attribute) — the naming rule below, as for any unknown class. Archives whose
 constants.pkl holds tensors have them unpickled the same way from constants.pkl, with storage
 records under constants/ (a reader proxy maps torch's `data/<key>` to `constants/<key>`), named
-`constants.<index>` as pthload names them.
+`CONSTANTS.c<index>` as the archive's code and pthload name them.
 
 Classes the fixtures pickle by reference (tests/fixtures/pthload_fixture_classes.py) are found
 because tests/fixtures/ is put on sys.path.
@@ -254,7 +254,7 @@ def _load_torchscript(path, map_location, shim):
     """data.pkl of a torch.jit.save archive, unpickled by torch.serialization._load (torch's own
     persistent_load and rebuild functions, storages under data/) with every `__torch__.*` class
     standing for a plain object whose BUILD state becomes its attributes, as pthload reads them;
-    then constants.pkl's tensors (storages under constants/) as `constants.<index>`."""
+    then constants.pkl's tensors (storages under constants/) as `CONSTANTS.c<index>`."""
     reader = torch._C.PyTorchFileReader(path)
     root = torch.serialization._load(reader, map_location, shim, pickle_file="data.pkl")
     with zipfile.ZipFile(path) as z:
@@ -328,7 +328,7 @@ def load(path, map_location="cpu"):
 
 class _WithConstants:
     """A TorchScript archive's objects: data.pkl's root, then constants.pkl's tuple as
-    `constants.<index>` (walk() treats this specially)."""
+    `CONSTANTS.c<index>` (walk() treats this specially)."""
 
     def __init__(self, root, constants):
         self.root, self.constants = root, constants
@@ -392,7 +392,10 @@ def walk(obj, name="", on_path=None):
         on_path = set()
     if isinstance(obj, _WithConstants):
         yield from walk(obj.root, name, on_path)
-        yield from walk(obj.constants, "constants", on_path)
+        # The archive's code calls them CONSTANTS.c0, CONSTANTS.c1... (torch.jit.save writes a
+        # tuple; python_print.cpp).
+        for index, constant in enumerate(obj.constants):
+            yield from walk(constant, f"CONSTANTS.c{index}", on_path)
         return
     if isinstance(obj, torch.Tensor):
         if _is_jagged(obj):

@@ -27,13 +27,19 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
     std::vector<OpaqueValue> opaque;
     collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits, tensors,
                           opaque);
+    // The root is a tuple: "0", "1"... become "CONSTANTS.c0", "CONSTANTS.c1", the names the
+    // archive's own code gives them (torch/csrc/jit/serialization/python_print.cpp). A module
+    // attribute may well be called `constants` (an nn.ParameterList), and its `constants.0`
+    // would meet a lower-case constant's name.
+    const auto constant_name = [](const std::string& name) {
+      return name.empty() ? std::string("CONSTANTS") : "CONSTANTS.c" + name;
+    };
     for (auto& value : opaque) {
-      value.name = value.name.empty() ? "constants" : "constants." + value.name;
+      value.name = constant_name(value.name);
       checkpoint.opaque_values.push_back(std::move(value));
     }
-    // The root is a tuple: "0", "1"... become "constants.0", "constants.1".
     for (auto& named : tensors) {
-      named.name = named.name.empty() ? "constants" : "constants." + named.name;
+      named.name = constant_name(named.name);
       checkpoint.tensors.push_back(std::move(named));
     }
   });

@@ -185,6 +185,25 @@ result = run("export", "--skip-unsupported", quantized, "--to", "safetensors",
              os.path.join(tmp, "q.safetensors"))
 check(result.returncode == 0 and b"skipped" in result.stderr, f"--skip-unsupported: {result}")
 
+# Two tensors under one name (a repeated dict key; a TorchScript attribute and constant could
+# meet the same way) are refused, not written twice under one key; so are two names that one
+# .npy file name stands for.
+clashing = os.path.join(tmp, "clashing.pt")
+with open(clashing, "wb") as f:
+    f.write(ckpt.checkpoint([("w", "0", 0, [8], [1]), ("a/b", "6", 0, [3], [1]),
+                             ("w", "7", 0, [6], [1]), ("a_b", "8", 0, [3], [1])], STORAGES))
+result = run("export", clashing, "--to", "safetensors", os.path.join(tmp, "clash.safetensors"))
+check(result.returncode == 1 and b"two tensors are named 'w'" in result.stderr and
+      not os.path.exists(os.path.join(tmp, "clash.safetensors")), f"export clash: {result}")
+result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
+check(result.returncode == 1 and b"two tensors are named 'w'" in result.stderr,
+      f"export --to npy clash: {result}")
+with open(clashing, "wb") as f:
+    f.write(ckpt.checkpoint([("a/b", "6", 0, [3], [1]), ("a_b", "8", 0, [3], [1])], STORAGES))
+result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
+check(result.returncode == 1 and b"'a/b' and 'a_b' would both be written to a_b.npy" in
+      result.stderr, f"export --to npy file clash: {result}")
+
 # Shards and transformers' index.
 sharded = os.path.join(tmp, "shards", "model.safetensors")
 os.makedirs(os.path.dirname(sharded))

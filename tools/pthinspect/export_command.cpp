@@ -11,7 +11,10 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -153,6 +156,36 @@ struct Item {
   std::uint64_t nbytes;
 };
 
+// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR.
+std::string npy_file_name(std::string_view name) {
+  std::string file = name.empty() ? "_root" : std::string(name);
+  std::replace(file.begin(), file.end(), '/', '_');
+  if (file == "." || file == "..") file = "_" + file;
+  return file + ".npy";
+}
+
+// Two tensors that would be written under one name — the same name (a pickle with a repeated
+// dict key, a module attribute and a TorchScript constant that meet), or two names one .npy file
+// name stands for — are refused: the second would silently replace the first.
+void refuse_name_clashes(std::span<const Item> items, const ExportArgs& args) {
+  const bool npy = args.to == "npy";
+  std::unordered_map<std::string, std::string_view> written;
+  written.reserve(items.size());
+  for (const Item& item : items) {
+    const std::string_view name = item.named->name;
+    auto key = npy ? npy_file_name(name) : std::string(name);
+    const auto [first, inserted] = written.try_emplace(std::move(key), name);
+    if (inserted) continue;
+    if (first->second == name) {
+      throw CliError(fmt::format("{}: two tensors are named '{}'; {} holds one tensor per name",
+                                 args.path, name,
+                                 npy ? "a directory of .npy files" : "safetensors"));
+    }
+    throw CliError(fmt::format("{}: tensors '{}' and '{}' would both be written to {}", args.path,
+                               first->second, name, first->first));
+  }
+}
+
 // The tensors the target format can hold; the others are skipped when asked, else refused
 // with every one named (never silently dropped).
 std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
@@ -185,6 +218,7 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
     for (const auto& what : refused)
       std::cerr << fmt::format("pthinspect: skipped {}\n", what);
   }
+  refuse_name_clashes(items, args);
   return items;
 }
 
@@ -292,14 +326,6 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
   std::cout << fmt::format("exported {} tensors ({}) to {} shards, index {}\n", items.size(),
                            human_bytes(total), shards.size(), index_path);
   return 0;
-}
-
-// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR.
-std::string npy_file_name(std::string_view name) {
-  std::string file = name.empty() ? "_root" : std::string(name);
-  std::replace(file.begin(), file.end(), '/', '_');
-  if (file == "." || file == "..") file = "_" + file;
-  return file + ".npy";
 }
 
 int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
