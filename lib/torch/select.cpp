@@ -161,9 +161,12 @@ void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& op
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const auto [other, inserted] = renamed_from.emplace(kept[i].name, saved_names[i]);
     if (!inserted) {
+      // A pickle may name two tensors alike (a repeated dict key): no renaming parts them.
       throw FormatError(Errc::kSelectNameCollision,
-                        fmt::format("tensors '{}' and '{}' would both be named '{}'", other->second,
-                                    saved_names[i], kept[i].name),
+                        other->second == saved_names[i]
+                            ? fmt::format("two tensors are named '{}' in the file", saved_names[i])
+                            : fmt::format("tensors '{}' and '{}' would both be named '{}'",
+                                          other->second, saved_names[i], kept[i].name),
                         {.path = checkpoint.path});
     }
   }

@@ -198,6 +198,9 @@ check(result.returncode == 1 and b"two tensors are named 'w'" in result.stderr a
 result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
 check(result.returncode == 1 and b"two tensors are named 'w'" in result.stderr,
       f"export --to npy clash: {result}")
+result = run("load", clashing, "--only", "w")
+check(result.returncode == 1 and b"two tensors are named 'w' in the file" in result.stderr,
+      f"load --only on a repeated name: {result}")
 with open(clashing, "wb") as f:
     f.write(ckpt.checkpoint([("a/b", "6", 0, [3], [1]), ("a_b", "8", 0, [3], [1])], STORAGES))
 result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
