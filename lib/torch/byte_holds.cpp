@@ -4,9 +4,9 @@
 #include "torch/byte_holds.hpp"
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "torch/access.hpp"
 
@@ -43,7 +43,7 @@ struct Hold {
   // Destroyed after the destructor's body, outside the lock: a CUDA placement frees device
   // memory, which must not wait on other holds.
   std::shared_ptr<const Storage> storage;
-  std::vector<Placement> replaced;  // at most one; written under the registry's lock
+  std::optional<Placement> replaced;  // written under the registry's lock
 };
 
 }  // namespace
@@ -69,7 +69,7 @@ void replace_placement(StorageState& storage, Placement replacement) {
       if (found != r.holds.end()) hold = found->second.lock();
     }
     if (hold) {
-      hold->replaced.push_back(std::move(storage.placement));
+      hold->replaced.emplace(std::move(storage.placement));
       // That hold pins the bytes it was taken on; the next one pins the new placement.
       r.holds.erase(&storage);
     }
