@@ -1,12 +1,15 @@
 // pthload: read PyTorch checkpoints without PyTorch or Python. The umbrella header.
 //
-// Threads. pthload keeps no global state (only the fault injection hooks of its tests), so:
+// Threads. pthload keeps no global state but the fault injection hooks of its tests and the
+// registry of live byte holds (Tensor::hold_bytes, which has its own lock), so:
 // - load() and open() may run on any number of threads at once, of one file or of many.
 // - A loaded Checkpoint, and the Tensors and Storages it hands out, may be read from many threads
 //   at once without locking: every const member function only reads. Tensor copies share their
 //   Storage through std::shared_ptr, whose count is atomic, so they may move between threads.
 // - A Checkpoint must not be changed (Checkpoint::to(), a load into it, assignment, destruction)
-//   while any other thread uses it or its bytes: the caller serialises those.
+//   while any other thread uses it or its bytes: the caller serialises those. Holds on bytes
+//   (Tensor::hold_bytes, DLPack exports) are the exception: any thread may release one at any
+//   time, during to() too, and the bytes a hold pins stay valid however the Checkpoint changes.
 // - open() and load() use threads of their own, joined before they return: one rebuilding the
 //   tensors of a large pickle while it runs (LoadOptions::parse_threads), readers of copies
 //   (LoadOptions::copy_threads) and of GPU staging (CudaOptions::reader_threads).

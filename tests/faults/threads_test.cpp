@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "device/host_backend.hpp"
+#include "device/place.hpp"
 #include "faults/checkpoint_writer.hpp"
 #include "faults/support.hpp"
 #include "pthload/pthload.hpp"
@@ -122,6 +124,32 @@ TEST_CASE("threads: eight threads read one loaded Checkpoint") {
     });
     CHECK(equal == kThreads);
   }
+}
+
+// A DLPack consumer releases its export on whatever thread it likes, even while the checkpoint's
+// owner moves the storages (Tensor::hold_bytes; the host backend stands in for two GPUs).
+TEST_CASE("threads: byte holds dropped on other threads while Checkpoint::to moves storages") {
+  const std::filesystem::path path = std::filesystem::path(PTHLOAD_FIXTURES_DIR) / "sample.pt";
+  auto backend = std::make_shared<device::HostBackend>(device::HostBackendSettings{.devices = 2});
+  const LoadOptions options{.map_location = map_to("cpu"), .copy_cpu_storages = true};
+  Checkpoint checkpoint = open(path, options);
+  device::place_storages(checkpoint, options, backend);
+  const std::uint64_t expected = digest(checkpoint);
+  for (const Device target : {Device::cuda(0), Device::cuda(1), Device::cpu(), Device::cuda(0)}) {
+    std::vector<std::vector<std::shared_ptr<const void>>> holds(kThreads);
+    for (auto& mine : holds)
+      for (const auto& named : checkpoint.tensors())
+        if (named.tensor.has_storage()) mine.push_back(named.tensor.hold_bytes());
+    std::vector<std::thread> droppers;
+    for (auto& mine : holds)
+      droppers.emplace_back([held = std::move(mine)]() mutable { held.clear(); });
+    device::move_storages(checkpoint, target, {}, backend);
+    for (auto& thread : droppers)
+      thread.join();
+  }
+  device::move_storages(checkpoint, Device::cpu(), {}, backend);
+  CHECK(digest(checkpoint) == expected);
+  CHECK(backend->counts().device_allocations == 0);
 }
 
 }  // namespace pthload::faults
