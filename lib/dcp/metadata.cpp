@@ -213,20 +213,10 @@ std::map<ItemKey, ItemLocation> read_storage_data(const pickle::Value& storage_d
 // them writes every element exactly once.
 void check_chunks(const Entry& entry) {
   const std::size_t dims = entry.size.size();
-  std::uint64_t numel = 1;
-  // Assembling strides multiply the sizes, each taken as at least 1: they must fit in an int64
-  // even where a zero size makes the tensor empty ((0, 2^40, 2^40) has 0 elements). Every chunk
-  // lies inside the tensor, so its element count fits too.
-  std::uint64_t outer_stride = 1;
-  for (const auto s : entry.size) {
-    const auto product = common::checked_mul(numel, s);
-    const auto stride = common::checked_mul(outer_stride, std::max<std::uint64_t>(s, 1));
-    if (!product || !stride || *stride > static_cast<std::uint64_t>(INT64_MAX)) {
-      bad(fmt::format("tensor '{}': its size overflows", entry.fqn));
-    }
-    numel = *product;
-    outer_stride = *stride;
-  }
+  // Assembling strides must fit in an int64, even for an empty tensor. Every chunk lies inside
+  // the tensor, so its element count fits too.
+  const auto numel = common::row_major_numel(entry.size);
+  if (!numel) bad(fmt::format("tensor '{}': its size overflows", entry.fqn));
   if (entry.chunks.size() > kMaxChunksPerTensor) {
     throw UnsupportedError(Errc::kDcpBadChunks,
                            fmt::format("tensor '{}' has {} chunks; pthload reads at most {}",
@@ -276,10 +266,10 @@ void check_chunks(const Entry& entry) {
       }
     }
   }
-  if (covered != numel) {
+  if (covered != *numel) {
     throw FormatError(Errc::kDcpBadChunks,
                       fmt::format("tensor '{}': its chunks hold {} of its {} elements", entry.fqn,
-                                  covered, numel));
+                                  covered, *numel));
   }
 }
 

@@ -170,26 +170,18 @@ TensorEntry tensor_entry(const std::string& name, const json& info) {
   if (!shape.is_array()) {
     fail(Errc::kSafetensorsBadTensorInfo, fmt::format("tensor '{}': shape is not a list", name));
   }
-  std::uint64_t numel = 1;
-  // The row-major strides multiply the sizes, each taken as at least 1: they must fit in an
-  // int64 even where a zero size makes the tensor empty ((0, 2^40, 2^40) has 0 elements).
-  std::uint64_t outer_stride = 1;
-  for (const json& dim : shape) {
-    const std::uint64_t size = unsigned_of(dim, name, "a dimension of its shape");
-    const auto product = common::checked_mul(numel, size);
-    const auto stride = common::checked_mul(outer_stride, std::max<std::uint64_t>(size, 1));
-    if (size > static_cast<std::uint64_t>(INT64_MAX) || !product || !stride ||
-        *stride > static_cast<std::uint64_t>(INT64_MAX)) {
-      fail(Errc::kSafetensorsSizeOverflow,
-           fmt::format("tensor '{}': its shape's sizes multiply past 64 bits (its element count "
-                       "or its strides overflow)",
-                       name));
-    }
-    numel = *product;
-    outer_stride = *stride;
-    entry.shape.push_back(static_cast<std::int64_t>(size));
+  std::vector<std::uint64_t> sizes;
+  for (const json& dim : shape)
+    sizes.push_back(unsigned_of(dim, name, "a dimension of its shape"));
+  const auto numel = common::row_major_numel(sizes);
+  if (!numel) {
+    fail(Errc::kSafetensorsSizeOverflow,
+         fmt::format("tensor '{}': its shape's sizes multiply past 64 bits (its element count "
+                     "or its strides overflow)",
+                     name));
   }
-  std::optional<std::uint64_t> nbytes = common::checked_mul(numel, element_size(entry.dtype));
+  entry.shape.assign(sizes.begin(), sizes.end());
+  std::optional<std::uint64_t> nbytes = common::checked_mul(*numel, element_size(entry.dtype));
   if (entry.dtype == Dtype::kFloat4E2M1FNx2) {
     // F4 counts 4-bit values; torch's float4_e2m1fn_x2 holds two per element (byte), along the
     // last dimension (safetensors.torch's view of an F4 tensor).
@@ -201,7 +193,7 @@ TensorEntry tensor_entry(const std::string& name, const json& info) {
                       name, entry.shape.empty() ? "no dimensions" : "an odd last dimension"));
     }
     entry.shape.back() /= 2;
-    nbytes = numel / 2;
+    nbytes = *numel / 2;
   }
   if (!nbytes || *nbytes > static_cast<std::uint64_t>(INT64_MAX)) {
     fail(Errc::kSafetensorsSizeOverflow,
