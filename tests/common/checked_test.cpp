@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "common/checked.hpp"
 
@@ -22,6 +23,21 @@ TEST_CASE("common: checked_mul reports overflow") {
   CHECK(checked_mul(0, kMax) == 0u);
   CHECK(checked_mul(std::uint64_t{1} << 32, (std::uint64_t{1} << 32) - 1).has_value());
   CHECK_FALSE(checked_mul(std::uint64_t{1} << 32, std::uint64_t{1} << 32).has_value());
+}
+
+TEST_CASE("common: row_major_numel counts elements and refuses strides past int64") {
+  using pthload::common::row_major_numel;
+  constexpr std::uint64_t kInt64Max = static_cast<std::uint64_t>(INT64_MAX);
+  CHECK(row_major_numel(std::vector<std::uint64_t>{}) == 1u);
+  CHECK(row_major_numel(std::vector<std::uint64_t>{2, 3, 4}) == 24u);
+  CHECK(row_major_numel(std::vector<std::int64_t>{0, 5}) == 0u);
+  CHECK(row_major_numel(std::vector<std::uint64_t>{kInt64Max}) == kInt64Max);
+  CHECK(row_major_numel(std::vector<std::uint64_t>{0, kInt64Max, 1}) == 0u);
+  // Empty, but its strides would not fit: (0, 2^40, 2^40).
+  CHECK_FALSE(row_major_numel(std::vector<std::uint64_t>{0, 1ULL << 40, 1ULL << 40}));
+  CHECK_FALSE(row_major_numel(std::vector<std::uint64_t>{1ULL << 62, 2}));
+  CHECK_FALSE(row_major_numel(std::vector<std::uint64_t>{kInt64Max + 1}));
+  CHECK_FALSE(row_major_numel(std::vector<std::uint64_t>{1ULL << 32, 1ULL << 32, 0}));
 }
 
 TEST_CASE("common: fits never overflows") {
