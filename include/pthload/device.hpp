@@ -27,9 +27,10 @@ struct PTHLOAD_API Device {
     return {Type::kCuda, index};
   }
   [[nodiscard]] static constexpr Device meta() noexcept { return {Type::kMeta, -1}; }
-  /// Parses torch's device strings: "cpu", "cuda", "cuda:1", "meta". Throws
-  /// UnsupportedError(kDeviceUnsupportedType) for other device types ("mps", "xla:0") and
-  /// FormatError(kDeviceBadString) for text that is no device string.
+  /// Parses torch's device strings: "cpu", "cuda", "cuda:1", "meta" (a CPU or meta index is
+  /// dropped: "cpu:0" is "cpu"). Throws UnsupportedError(kDeviceUnsupportedType) for other device
+  /// types ("mps", "xla:0") and FormatError(kDeviceBadString) for text that is no device string,
+  /// an index with a sign or a leading zero ("cuda:01") included, as torch.device refuses it.
   [[nodiscard]] static Device parse(std::string_view text);
 
   /// "cpu", "cuda", "cuda:1", "meta".
