@@ -15,9 +15,11 @@ namespace pthload {
 
 /// The elements [begin, end) along dimension `dim` of the tensor `name` of `checkpoint`, as a
 /// new contiguous tensor on `device` that owns its storage — torch's
-/// `t.narrow(dim, begin, end - begin).contiguous().to(device)`. `dim` is the first (0) or the last
-/// (-1, or dim() - 1) dimension. Only the slice's bytes are read from the file: one contiguous
-/// run for the first dimension, one run per row gathered into a contiguous result for the last.
+/// `t.narrow(dim, begin, end - begin).contiguous().to(device)`, strides included: a slice with no
+/// elements keeps the tensor's strides, as narrow() leaves them (any strides are contiguous
+/// there). `dim` is the first (0) or the last (-1, or dim() - 1) dimension. Only the slice's
+/// bytes are read from the file: one contiguous run for the first dimension, one run per row
+/// gathered into a contiguous result for the last.
 /// `checkpoint` may be opened (nothing placed; the usual case) or loaded with the tensor's
 /// storage on the CPU. CUDA devices are placed through the same pipeline as load() (`cuda`).
 /// The tensor must be dense, contiguous and not quantized. A negative `begin` or `end` counts
