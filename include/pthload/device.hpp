@@ -55,7 +55,10 @@ inline constexpr Device kSkipStorage{Device::Type::kMeta, -2};
 
 /// Picks the device of each storage, as torch.load's map_location does. Called once per
 /// storage (not per tensor). Returning nullopt restores the storage where its tag says;
-/// returning kSkipStorage leaves it (and its tensors) out.
+/// returning kSkipStorage leaves it (and its tensors) out. Any other answer is checked before a
+/// byte is placed: a Device::Type outside the enum throws UnsupportedError
+/// (kDeviceUnsupportedType), an index below -1 DeviceError(kDeviceOrdinalOutOfRange); a CPU or
+/// meta index is dropped (torch's t.to("cpu:5") is on "cpu").
 using MapLocation =
     std::function<std::optional<Device>(const StorageInfo& storage, std::string_view location)>;
 

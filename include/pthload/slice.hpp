@@ -26,8 +26,10 @@ namespace pthload {
 /// from the end of the dimension, as in Python (`-2` is `sizes()[dim] - 2`; -sizes()[dim] at
 /// the least); then 0 <= begin <= end <= sizes()[dim] must hold (no clamping). Throws
 /// FormatError(kTorchNameNotFound) for an unknown name, UnsupportedError(kSliceBadRange) for
-/// another dim or a range outside the tensor, UnsupportedError(kSliceUnsupported) for a tensor it
-/// cannot slice (or one whose storage was placed on a GPU), and DeviceError as load().
+/// another dim, a range outside the tensor or kSkipStorage as `device`,
+/// UnsupportedError(kSliceUnsupported) for a tensor it cannot slice (or one whose storage was
+/// placed on a GPU or on meta; the message names which), and DeviceError as load(). `device` is
+/// checked as a map_location answer is (device.hpp).
 [[nodiscard]] PTHLOAD_API Tensor load_slice(const Checkpoint& checkpoint, std::string_view name,
                                             int dim, std::int64_t begin, std::int64_t end,
                                             Device device = Device::cpu(),

@@ -33,7 +33,13 @@ struct Resolved {
 template <typename Subject>
 Resolved choose_device(const StorageInfo& info, const LoadOptions& options, Subject&& subject) {
   if (options.map_location) {
-    if (const auto chosen = options.map_location(info, info.location)) return {*chosen, true};
+    if (const auto chosen = options.map_location(info, info.location)) {
+      if (*chosen == kSkipStorage) return {*chosen, true};
+      // A callable may answer any Device value; one outside the enum would be placed nowhere.
+      return {device::checked_device(
+                  *chosen, [&] { return fmt::format("{}, and map_location answered", subject()); }),
+              true};
+    }
   }
   try {
     return {default_device_for(info.location), false};

@@ -43,12 +43,19 @@ void check_sliceable(const Tensor& tensor, std::string_view name) {
     why = "it is a non-contiguous view (slice the tensor it views)";
   } else if (tensor.dim() == 0) {
     why = "it has no dimensions";
-  } else if (tensor.storage().is_placed() && tensor.storage().device().type != Device::Type::kCpu) {
-    why = "its storage is placed on a GPU: slice an open()ed checkpoint";
   }
   if (why != nullptr) {
     throw UnsupportedError(Errc::kSliceUnsupported,
                            fmt::format("cannot slice tensor '{}': {}", name, why));
+  }
+  const Device placed_on = tensor.storage().is_placed() ? tensor.storage().device() : Device::cpu();
+  if (placed_on.type != Device::Type::kCpu) {
+    throw UnsupportedError(
+        Errc::kSliceUnsupported,
+        fmt::format("cannot slice tensor '{}': its storage is placed on {}{}; "
+                    "slice an open()ed checkpoint",
+                    name, placed_on.to_string(),
+                    placed_on.type == Device::Type::kMeta ? ", which holds no bytes" : ""));
   }
 }
 
@@ -130,6 +137,8 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
       throw UnsupportedError(Errc::kSliceBadRange,
                              "kSkipStorage is map_location's answer, not a device to slice onto");
     }
+    device = device::checked_device(device,
+                                    [&] { return fmt::format("load_slice of tensor '{}'", name); });
     const Gather gather = plan_gather(tensor, name, dim, begin, end);
     const auto& source_state = internal::Access::state(tensor.storage());
 

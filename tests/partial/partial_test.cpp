@@ -246,6 +246,47 @@ TEST_CASE("partial: a slice without elements keeps torch's strides, even beside 
         std::vector<std::int64_t>{1, 1});
 }
 
+TEST_CASE("partial: load_slice checks the device it is given, and names where a storage lies") {
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("rows").tensor_v2("FloatStorage", "0", 6, 0, {3, 2}, {2, 1});
+  p.setitems().stop();
+  const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(6)}});
+  const auto opened = pthload::open(file.path());
+  const auto slice_onto = [&](pthload::Device device) {
+    return pthload::load_slice(opened, "rows", 0, 0, 2, device);
+  };
+  // A type outside the enum (a cast integer) was placed nowhere and called "unknown".
+  const pthload::Device bogus{static_cast<pthload::Device::Type>(7), 0};
+  CHECK(error_code_of([&] { (void)slice_onto(bogus); }) == Errc::kDeviceUnsupportedType);
+  CHECK(error_code_of([&] { (void)slice_onto(pthload::Device::cuda(-3)); }) ==
+        Errc::kDeviceOrdinalOutOfRange);
+  // torch's t.to("cpu:5") lands on "cpu"; so does a slice.
+  CHECK(slice_onto({pthload::Device::Type::kCpu, 5}).device() == pthload::Device::cpu());
+  CHECK(slice_onto({pthload::Device::Type::kMeta, 1}).device() == pthload::Device::meta());
+
+  // A storage placed on meta has no bytes; the error said "a GPU".
+  const auto on_meta = pthload::load(file.path(), {.map_location = pthload::map_to("meta")});
+  try {
+    (void)pthload::load_slice(on_meta, "rows", 0, 0, 1);
+    FAIL("no error");
+  } catch (const pthload::UnsupportedError& e) {
+    CHECK(e.code() == Errc::kSliceUnsupported);
+    const std::string text = e.what();
+    CHECK(text.find("placed on meta") != std::string::npos);
+    CHECK(text.find("GPU") == std::string::npos);
+  }
+  auto backend = std::make_shared<pthload::device::HostBackend>();
+  auto on_gpu = pthload::open(file.path());
+  pthload::device::place_storages(on_gpu, {.map_location = pthload::map_to("cuda:0")}, backend);
+  try {
+    (void)pthload::load_slice(on_gpu, "rows", 0, 0, 1);
+    FAIL("no error");
+  } catch (const pthload::UnsupportedError& e) {
+    CHECK(std::string(e.what()).find("placed on cuda:0") != std::string::npos);
+  }
+}
+
 TEST_SUITE("fixtures") {
   TEST_CASE("partial: only, exclude and a predicate keep the chosen tensors and their storages") {
     // Both I/O strategies: each SUBCASE runs the case once more.
