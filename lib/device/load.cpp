@@ -126,6 +126,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     // The index and pickle were read at open(); a file written or truncated since would mix
     // them with other bytes, and views of a truncated mapping would raise SIGBUS later.
     if (state.file) state.file->check_unchanged();
+    // A bad option fails before any byte moves, not after every storage was placed.
+    if (options.floating_dtype) check_floating_dtype(*options.floating_dtype);
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
     std::vector<std::pair<internal::StorageState*, Device>> plan;

@@ -489,10 +489,25 @@ TEST_CASE("device pipeline: floating storages converted on load, on the GPU and 
     }
   }
   check_nothing_left(*backend);
-  pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
-  options.floating_dtype = Dtype::kInt32;
-  CHECK(error_code_of([&] { (void)load_on(backend, file.path(), options); }) ==
-        Errc::kDeviceBadOptions);
+  // A target that is not convertible fails before any byte is placed (it failed after all of
+  // them were), on the CPU and on a GPU alike.
+  auto fresh = std::make_shared<HostBackend>();
+  for (const char* where : {"cpu", "cuda:0"}) {
+    CAPTURE(where);
+    std::uint64_t placed = 0;
+    pthload::LoadOptions options{.map_location = pthload::map_to(where), .copy_cpu_storages = true};
+    options.floating_dtype = Dtype::kInt32;
+    options.cuda.progress = [&](std::uint64_t bytes, std::uint64_t) { placed = bytes; };
+    // open() places nothing, and leaves the placing options (this one too) to load().
+    auto opened = pthload::open(file.path(), options);
+    CHECK(error_code_of([&] { pthload::device::place_storages(opened, options, fresh); }) ==
+          Errc::kDeviceBadOptions);
+    CHECK(placed == 0);
+    CHECK(fresh->counts().allocate_calls == 0);
+    for (const auto& storage : opened.storages())
+      CHECK_FALSE(storage->is_placed());
+  }
+  check_nothing_left(*fresh);
 }
 
 TEST_SUITE("fixtures") {
