@@ -27,9 +27,10 @@ struct PTHLOAD_API Device {
     return {Type::kCuda, index};
   }
   [[nodiscard]] static constexpr Device meta() noexcept { return {Type::kMeta, -1}; }
-  /// Parses torch's device strings: "cpu", "cuda", "cuda:1", "meta". Throws
-  /// UnsupportedError(kDeviceUnsupportedType) for other device types ("mps", "xla:0") and
-  /// FormatError(kDeviceBadString) for text that is no device string.
+  /// Parses torch's device strings: "cpu", "cuda", "cuda:1", "meta" (a CPU or meta index is
+  /// dropped: "cpu:0" is "cpu"). Throws UnsupportedError(kDeviceUnsupportedType) for other device
+  /// types ("mps", "xla:0") and FormatError(kDeviceBadString) for text that is no device string,
+  /// an index with a sign or a leading zero ("cuda:01") included, as torch.device refuses it.
   [[nodiscard]] static Device parse(std::string_view text);
 
   /// "cpu", "cuda", "cuda:1", "meta".
@@ -54,7 +55,10 @@ inline constexpr Device kSkipStorage{Device::Type::kMeta, -2};
 
 /// Picks the device of each storage, as torch.load's map_location does. Called once per
 /// storage (not per tensor). Returning nullopt restores the storage where its tag says;
-/// returning kSkipStorage leaves it (and its tensors) out.
+/// returning kSkipStorage leaves it (and its tensors) out. Any other answer is checked before a
+/// byte is placed: a Device::Type outside the enum throws UnsupportedError
+/// (kDeviceUnsupportedType), an index below -1 DeviceError(kDeviceOrdinalOutOfRange); a CPU or
+/// meta index is dropped (torch's t.to("cpu:5") is on "cpu").
 using MapLocation =
     std::function<std::optional<Device>(const StorageInfo& storage, std::string_view location)>;
 

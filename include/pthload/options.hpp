@@ -93,7 +93,9 @@ struct LoadOptions {
   /// this dtype, one of those, as they are placed, rounding as torch's Tensor.to(dtype): on a
   /// GPU by a kernel, on the CPU into owned buffers. Left as they are: storages of other dtypes,
   /// numpy arrays, meta storages, and storages a tensor views with another dtype or that back
-  /// a sparse, nested or quantized tensor's parts. Empty: no conversion.
+  /// a sparse, nested or quantized tensor's parts. Empty: no conversion. Another target throws
+  /// UnsupportedError(kDeviceBadOptions) before any byte is placed. Like map_location and the
+  /// other placing options, open() ignores it (Checkpoint::to() after open() converts nothing).
   std::optional<Dtype> floating_dtype{};
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};

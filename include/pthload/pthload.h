@@ -95,7 +95,8 @@ typedef enum pthload_device_type {
   PTHLOAD_DEVICE_META = 2
 } pthload_device_type;
 
-/** A device: its type and, for CUDA, its ordinal (-1: the current device). */
+/** A device: its type and, for CUDA, its ordinal (-1: the current device; one below -1 fails the
+ * load with code 503 DeviceOrdinalOutOfRange, as torch refuses it). */
 typedef struct pthload_device {
   pthload_device_type type;
   int index;

@@ -32,14 +32,18 @@ void collect_parts(const Tensor& tensor, std::set<const Storage*>& blocked) {
 
 }  // namespace
 
-void convert_storages(Checkpoint& checkpoint, Dtype target,
-                      const std::shared_ptr<Backend>& backend) {
+void check_floating_dtype(Dtype target) {
   if (!cpu::is_convertible(target)) {
     throw UnsupportedError(Errc::kDeviceBadOptions,
                            fmt::format("LoadOptions::floating_dtype: cannot convert to {} (only "
                                        "float32, bfloat16, float16, float8_e4m3fn, float8_e5m2)",
                                        dtype_name(target)));
   }
+}
+
+void convert_storages(Checkpoint& checkpoint, Dtype target,
+                      const std::shared_ptr<Backend>& backend) {
+  check_floating_dtype(target);
   auto& state = internal::Access::state(checkpoint);
   std::set<const Storage*> blocked;
   std::map<const Storage*, std::vector<Tensor*>> viewers;

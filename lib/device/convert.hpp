@@ -8,6 +8,10 @@
 
 namespace pthload::device {
 
+/// Throws UnsupportedError(kDeviceBadOptions) when `target` is not a dtype convert_storages
+/// converts to (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2).
+void check_floating_dtype(Dtype target);
+
 /// Converts every placed floating storage of `checkpoint` that LoadOptions::floating_dtype
 /// allows to `target` where it lies (GPU storages through `backend`'s kernel), and retypes the
 /// tensors over them. All or nothing: when it throws (UnsupportedError(kDeviceBadOptions) for a

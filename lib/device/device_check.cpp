@@ -1,5 +1,6 @@
-// Whether the device a storage is headed for exists, in torch's words
-// (torch/serialization.py _validate_device) with the storage named.
+// Devices callers name, checked (c10/core/Device.cpp's checks), and whether the device a storage
+// is headed for exists, in torch's words (torch/serialization.py _validate_device) with the
+// storage named.
 #include "device/device_check.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +9,23 @@
 #include "pthload/error.hpp"
 
 namespace pthload::device {
+
+void throw_invalid_device(Device device, const std::string& context) {
+  const auto type = static_cast<int>(device.type);
+  if (device.type != Device::Type::kCpu && device.type != Device::Type::kCuda &&
+      device.type != Device::Type::kMeta) {
+    // Only a cast integer gets here (a C caller's, or a corrupted value): say which.
+    throw UnsupportedError(
+        Errc::kDeviceUnsupportedType,
+        fmt::format("{}: device type {} is not cpu ({}), cuda ({}) or meta ({})", context, type,
+                    static_cast<int>(Device::Type::kCpu), static_cast<int>(Device::Type::kCuda),
+                    static_cast<int>(Device::Type::kMeta)));
+  }
+  throw DeviceError(Errc::kDeviceOrdinalOutOfRange,
+                    fmt::format("{}: device index {} is neither an ordinal nor -1 (the current "
+                                "device)",
+                                context, device.index));
+}
 
 void check_device_exists(const internal::StorageState& storage, Device device,
                          bool from_map_location, int cuda_devices) {

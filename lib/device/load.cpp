@@ -33,7 +33,13 @@ struct Resolved {
 template <typename Subject>
 Resolved choose_device(const StorageInfo& info, const LoadOptions& options, Subject&& subject) {
   if (options.map_location) {
-    if (const auto chosen = options.map_location(info, info.location)) return {*chosen, true};
+    if (const auto chosen = options.map_location(info, info.location)) {
+      if (*chosen == kSkipStorage) return {*chosen, true};
+      // A callable may answer any Device value; one outside the enum would be placed nowhere.
+      return {device::checked_device(
+                  *chosen, [&] { return fmt::format("{}, and map_location answered", subject()); }),
+              true};
+    }
   }
   try {
     return {default_device_for(info.location), false};
@@ -120,6 +126,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     // The index and pickle were read at open(); a file written or truncated since would mix
     // them with other bytes, and views of a truncated mapping would raise SIGBUS later.
     if (state.file) state.file->check_unchanged();
+    // A bad option fails before any byte moves, not after every storage was placed.
+    if (options.floating_dtype) check_floating_dtype(*options.floating_dtype);
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
     std::vector<std::pair<internal::StorageState*, Device>> plan;

@@ -4,7 +4,9 @@
 
 #include <cstring>
 
+#include "common/assert.hpp"
 #include "device/cpu/placement.hpp"
+#include "device/device_check.hpp"
 #include "device/pipeline.hpp"
 #include "device/place.hpp"
 #include "pthload/error.hpp"
@@ -56,6 +58,14 @@ std::vector<common::AlignedBuffer> copy_to_host(
 void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& options,
                    const std::shared_ptr<Backend>& backend) {
   auto& state = internal::Access::state(checkpoint);
+  // Placing after open() would take kSkipStorage as map_location's answer for every storage and
+  // drop every tensor; a move has no storage to skip.
+  if (device == kSkipStorage) {
+    throw UnsupportedError(Errc::kDeviceUnsupportedType,
+                           "Checkpoint::to: kSkipStorage is map_location's answer, not a device to "
+                           "move storages to");
+  }
+  device = checked_device(device, [] { return std::string("Checkpoint::to"); });
   const bool unplaced = std::any_of(state.storages.begin(), state.storages.end(),
                                     [](const auto& s) { return !s->is_placed(); });
   if (unplaced) {
@@ -68,6 +78,18 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   if (device.type == Device::Type::kMeta) {
     throw UnsupportedError(Errc::kDeviceUnsupportedType,
                            "Checkpoint::to: moving storages to 'meta' would drop their bytes");
+  }
+  // A meta storage has no bytes to move (torch: "Cannot copy out of meta tensor; no data!").
+  // Checked before anything moves, so the move stays all or nothing.
+  for (const auto& storage : state.storages) {
+    if (std::holds_alternative<internal::MetaPlacement>(
+            internal::Access::state(*storage).placement)) {
+      throw UnsupportedError(
+          Errc::kDeviceUnsupportedType,
+          fmt::format("Checkpoint::to('{}'): storage '{}' is on meta and has no bytes to move; "
+                      "load the checkpoint again with another map_location",
+                      device.to_string(), storage->key()));
+    }
   }
   if (device.type == Device::Type::kCuda) {
     const int count = backend ? backend->device_count() : 0;
@@ -109,7 +131,7 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   std::size_t next_copy = 0;
   for (const auto& storage : state.storages) {
     auto& s = internal::Access::state(*storage);
-    if (std::holds_alternative<internal::MetaPlacement>(s.placement)) continue;
+    PTHLOAD_ASSERT(!std::holds_alternative<internal::MetaPlacement>(s.placement));
     if (on_cuda(s) && device_index(s) == device.index) continue;
     // CPU bytes are already in host byte order; host copies of CUDA storages too.
     const std::span<const std::byte> bytes =

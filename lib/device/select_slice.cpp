@@ -43,12 +43,19 @@ void check_sliceable(const Tensor& tensor, std::string_view name) {
     why = "it is a non-contiguous view (slice the tensor it views)";
   } else if (tensor.dim() == 0) {
     why = "it has no dimensions";
-  } else if (tensor.storage().is_placed() && tensor.storage().device().type != Device::Type::kCpu) {
-    why = "its storage is placed on a GPU: slice an open()ed checkpoint";
   }
   if (why != nullptr) {
     throw UnsupportedError(Errc::kSliceUnsupported,
                            fmt::format("cannot slice tensor '{}': {}", name, why));
+  }
+  const Device placed_on = tensor.storage().is_placed() ? tensor.storage().device() : Device::cpu();
+  if (placed_on.type != Device::Type::kCpu) {
+    throw UnsupportedError(
+        Errc::kSliceUnsupported,
+        fmt::format("cannot slice tensor '{}': its storage is placed on {}{}; "
+                    "slice an open()ed checkpoint",
+                    name, placed_on.to_string(),
+                    placed_on.type == Device::Type::kMeta ? ", which holds no bytes" : ""));
   }
 }
 
@@ -130,6 +137,8 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
       throw UnsupportedError(Errc::kSliceBadRange,
                              "kSkipStorage is map_location's answer, not a device to slice onto");
     }
+    device = device::checked_device(device,
+                                    [&] { return fmt::format("load_slice of tensor '{}'", name); });
     const Gather gather = plan_gather(tensor, name, dim, begin, end);
     const auto& source_state = internal::Access::state(tensor.storage());
 
@@ -212,9 +221,17 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     std::vector<std::int64_t> sizes(tensor.sizes().begin(), tensor.sizes().end());
     const int axis = dim < 0 ? dim + static_cast<int>(sizes.size()) : dim;
     sizes[static_cast<std::size_t>(axis)] = end - begin;
-    std::vector<std::int64_t> strides(sizes.size(), 1);
-    for (std::size_t i = sizes.size(); i-- > 1;)
-      strides[i - 1] = strides[i] * std::max<std::int64_t>(sizes[i], 1);
+    // torch's narrow(...).contiguous() of a slice without elements is the narrowed view itself
+    // (is_contiguous() holds for any empty tensor), strides and all. Computing contiguous strides
+    // for it instead could overflow: a file may give an empty tensor sizes like [0, 2^62, 2^62].
+    // A slice with elements has every size at least 1 and fits its storage, so each stride,
+    // at most its element count, fits too.
+    std::vector<std::int64_t> strides(tensor.strides().begin(), tensor.strides().end());
+    if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+      strides.back() = 1;
+      for (std::size_t i = sizes.size(); i-- > 1;)
+        strides[i - 1] = strides[i] * sizes[i];
+    }
     return Tensor(internal::Access::make_storage(std::move(slice)), tensor.dtype(), sizes, strides,
                   0, tensor.requires_grad());
   } catch (Error& e) {

@@ -16,11 +16,14 @@ Device Device::parse(std::string_view text) {
   if (colon != std::string_view::npos) {
     const std::string_view digits = text.substr(colon + 1);
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() ||
-        index < 0) {
+    // torch's index is `0|[1-9][0-9]*`: it refuses "cuda:01" and "cuda:-0", which from_chars
+    // reads as 1 and 0.
+    const bool canonical = !digits.empty() && digits[0] >= '0' && digits[0] <= '9' &&
+                           (digits[0] != '0' || digits.size() == 1);
+    if (!canonical || error != std::errc() || end != digits.data() + digits.size() || index < 0) {
       throw FormatError(Errc::kDeviceBadString,
                         fmt::format("'{}' is not a device: the index must be a non-negative "
-                                    "integer",
+                                    "integer without leading zeros",
                                     text));
     }
   }

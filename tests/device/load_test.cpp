@@ -60,6 +60,13 @@ TEST_CASE("device: Device::parse reads torch's device strings") {
   CHECK(Device::cuda(2).to_string() == "cuda:2");
   CHECK(error_code_of([] { (void)Device::parse("cuda:x"); }) == Errc::kDeviceBadString);
   CHECK(error_code_of([] { (void)Device::parse("cuda:-1"); }) == Errc::kDeviceBadString);
+  // torch: "Invalid device string" for an index with a leading zero or sign.
+  CHECK(Device::parse("cuda:0") == Device::cuda(0));
+  CHECK(Device::parse("cuda:10") == Device::cuda(10));
+  for (const char* text : {"cuda:01", "cuda:00", "cuda:-0", "cuda:+1", "cuda:", "cpu:01"}) {
+    CAPTURE(text);
+    CHECK(error_code_of([&] { (void)Device::parse(text); }) == Errc::kDeviceBadString);
+  }
   CHECK(error_code_of([] { (void)Device::parse(""); }) == Errc::kDeviceBadString);
   CHECK(error_code_of([] { (void)Device::parse("mps"); }) == Errc::kDeviceUnsupportedType);
   CHECK(error_code_of([] { (void)Device::parse("xla:0"); }) == Errc::kDeviceUnsupportedType);
@@ -151,6 +158,44 @@ TEST_CASE("device: map_location as a callable is called once per storage") {
   const auto checkpoint = pthload::load(file.path(), {.map_location = callable});
   CHECK(seen == std::vector<std::string>{"0@cpu", "1@cuda:0", "2@cuda:3"});
   CHECK(checkpoint.tensor("a").device() == Device::cpu());
+}
+
+TEST_CASE("device: a map_location answer that is no device is refused, before any byte moves") {
+  const auto file = tagged_checkpoint();
+  const auto answering = [](Device device) -> pthload::MapLocation {
+    return [device](const pthload::StorageInfo&, std::string_view) -> std::optional<Device> {
+      return device;
+    };
+  };
+  // A type outside the enum (a cast integer) left every storage unplaced, without an error.
+  const Device bogus{static_cast<Device::Type>(7), 0};
+  for (const auto& map_location : {answering(bogus), pthload::map_to(bogus)}) {
+    auto opened = pthload::open(file.path());
+    try {
+      pthload::device::place_storages(opened, {.map_location = map_location}, nullptr);
+      FAIL("no error");
+    } catch (const pthload::UnsupportedError& e) {
+      CHECK(e.code() == Errc::kDeviceUnsupportedType);
+      const std::string text = e.what();
+      CHECK(text.find("storage '0' is tagged 'cpu'") != std::string::npos);
+      CHECK(text.find("device type 7") != std::string::npos);
+    }
+    for (const auto& storage : opened.storages())
+      CHECK_FALSE(storage->is_placed());
+  }
+  // torch refuses a negative index other than -1 ("Device index must not be negative").
+  CHECK(error_code_of([&] {
+          (void)pthload::load(file.path(), {.map_location = answering(Device::cuda(-2))});
+        }) == Errc::kDeviceOrdinalOutOfRange);
+  // A CPU or meta index is dropped, as torch's t.to("cpu:5") lands on "cpu".
+  for (const Device device : {Device{Device::Type::kCpu, 5}, Device{Device::Type::kMeta, 0}}) {
+    const auto checkpoint = pthload::load(file.path(), {.map_location = answering(device)});
+    for (const auto& storage : checkpoint.storages()) {
+      CHECK(storage->is_placed());
+      CHECK(storage->device().index == -1);
+      CHECK(storage->device().type == device.type);
+    }
+  }
 }
 
 TEST_CASE("device: a CUDA ordinal past the device count names the fix") {

@@ -333,6 +333,64 @@ TEST_CASE("device pipeline: Checkpoint::to moves storages CPU -> GPU -> other GP
   check_same_bytes(opened, file.path());
 }
 
+TEST_CASE("device pipeline: Checkpoint::to refuses meta storages, kSkipStorage and no device") {
+  const auto file = many_storages(4, {50});
+  auto backend = std::make_shared<HostBackend>(HostBackendSettings{.devices = 2});
+  const auto devices_of = [](const pthload::Checkpoint& checkpoint) {
+    std::vector<Device> devices;
+    for (const auto& storage : checkpoint.storages())
+      devices.push_back(storage->device());
+    return devices;
+  };
+  // Storage '2' on meta, the others on the CPU: no storage moves, and the error names '2'
+  // (torch: "Cannot copy out of meta tensor; no data!"). The move used to report success.
+  auto mixed = load_on(backend, file.path(),
+                       {.map_location = [](const pthload::StorageInfo& s, std::string_view) {
+                         return std::optional(s.key == "2" ? Device::meta() : Device::cpu());
+                       }});
+  const auto before = devices_of(mixed);
+  for (const Device target : {Device::cpu(), Device::cuda(0)}) {
+    CAPTURE(target.to_string());
+    try {
+      pthload::device::move_storages(mixed, target, {}, backend);
+      FAIL("no error");
+    } catch (const pthload::UnsupportedError& e) {
+      CHECK(e.code() == Errc::kDeviceUnsupportedType);
+      CHECK(std::string(e.what()).find("storage '2' is on meta") != std::string::npos);
+    }
+    CHECK(devices_of(mixed) == before);
+    check_nothing_left(*backend);
+  }
+  // kSkipStorage after open() placed nothing and dropped every tensor; after load() too.
+  auto opened = pthload::open(file.path());
+  CHECK(error_code_of([&] {
+          pthload::device::move_storages(opened, pthload::kSkipStorage, {}, backend);
+        }) == Errc::kDeviceUnsupportedType);
+  CHECK(opened.tensors().size() == 4);
+  CHECK(opened.storages().size() == 4);
+  auto loaded = load_on(backend, file.path(), {.map_location = pthload::map_to("cpu")});
+  CHECK(error_code_of([&] {
+          pthload::device::move_storages(loaded, pthload::kSkipStorage, {}, backend);
+        }) == Errc::kDeviceUnsupportedType);
+  // A type outside the enum went down the CUDA path; an index below -1 is no device.
+  const Device bogus{static_cast<Device::Type>(7), 0};
+  CHECK(error_code_of([&] { pthload::device::move_storages(loaded, bogus, {}, backend); }) ==
+        Errc::kDeviceUnsupportedType);
+  CHECK(error_code_of([&] { pthload::device::move_storages(opened, bogus, {}, backend); }) ==
+        Errc::kDeviceUnsupportedType);
+  CHECK(error_code_of([&] {
+          pthload::device::move_storages(loaded, Device::cuda(-2), {}, backend);
+        }) == Errc::kDeviceOrdinalOutOfRange);
+  CHECK(devices_of(loaded) == std::vector<Device>(4, Device::cpu()));
+  CHECK_FALSE(opened.storages().front()->is_placed());
+  check_nothing_left(*backend);
+  // "cpu:5" is the CPU, as torch's t.to("cpu:5").
+  pthload::device::move_storages(loaded, Device::cuda(1), {}, backend);
+  pthload::device::move_storages(loaded, {Device::Type::kCpu, 5}, {}, backend);
+  CHECK(devices_of(loaded) == std::vector<Device>(4, Device::cpu()));
+  check_nothing_left(*backend);
+}
+
 // ASan is what makes this test bite: before holds, to() freed the bytes an export pointed at.
 TEST_CASE("device pipeline: DLPack exports and byte holds keep their bytes across Checkpoint::to") {
   const auto file = many_storages(6, {3000, 7});
@@ -431,10 +489,25 @@ TEST_CASE("device pipeline: floating storages converted on load, on the GPU and 
     }
   }
   check_nothing_left(*backend);
-  pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
-  options.floating_dtype = Dtype::kInt32;
-  CHECK(error_code_of([&] { (void)load_on(backend, file.path(), options); }) ==
-        Errc::kDeviceBadOptions);
+  // A target that is not convertible fails before any byte is placed (it failed after all of
+  // them were), on the CPU and on a GPU alike.
+  auto fresh = std::make_shared<HostBackend>();
+  for (const char* where : {"cpu", "cuda:0"}) {
+    CAPTURE(where);
+    std::uint64_t placed = 0;
+    pthload::LoadOptions options{.map_location = pthload::map_to(where), .copy_cpu_storages = true};
+    options.floating_dtype = Dtype::kInt32;
+    options.cuda.progress = [&](std::uint64_t bytes, std::uint64_t) { placed = bytes; };
+    // open() places nothing, and leaves the placing options (this one too) to load().
+    auto opened = pthload::open(file.path(), options);
+    CHECK(error_code_of([&] { pthload::device::place_storages(opened, options, fresh); }) ==
+          Errc::kDeviceBadOptions);
+    CHECK(placed == 0);
+    CHECK(fresh->counts().allocate_calls == 0);
+    for (const auto& storage : opened.storages())
+      CHECK_FALSE(storage->is_placed());
+  }
+  check_nothing_left(*fresh);
 }
 
 TEST_SUITE("fixtures") {

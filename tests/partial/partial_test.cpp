@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "device/host_backend.hpp"
@@ -28,14 +29,19 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/slice.hpp"
+#include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
+#include "support/pickle_writer.hpp"
 #include "torch/access.hpp"
 #include "torch/select.hpp"
 #include "torch/state.hpp"
 
 using pthload::Errc;
 using pthload::IoStrategy;
+using pthload::test::checkpoint_file;
 using pthload::test::error_code_of;
+using pthload::test::float_record;
+using pthload::test::PickleWriter;
 namespace fs = std::filesystem;
 
 namespace {
@@ -204,6 +210,81 @@ TEST_CASE("partial: select strips the sub-tree's name, then the first matching p
   CHECK_FALSE(pthload::torch::chosen(options, "x.bias"));
   CHECK_FALSE(pthload::torch::chosen(options, "x.skip"));
   CHECK_FALSE(pthload::torch::chosen(options, "y.weight"));
+}
+
+TEST_CASE("partial: a slice without elements keeps torch's strides, even beside huge sizes") {
+  // The empty tensor torch loads from such a file (sizes [3, 0, 2^62, 2^62], strides 0):
+  // contiguous strides for it overflow int64; torch's narrow().contiguous() keeps the view's.
+  constexpr std::int64_t kHuge = std::int64_t{1} << 62;
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("empty").tensor_v2("FloatStorage", "0", 0, 0, {3, 0, kHuge, kHuge}, {0, 0, 0, 0});
+  p.str("rows").tensor_v2("FloatStorage", "1", 6, 0, {3, 2}, {2, 1});
+  p.setitems().stop();
+  const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = ""},
+                                                {.name = "ck/data/1", .data = float_record(6)}});
+  const auto opened = pthload::open(file.path());
+  for (const auto& [dim, begin, end] : std::vector<std::tuple<int, std::int64_t, std::int64_t>>{
+           {0, 0, 3}, {0, 1, 2}, {-1, 0, kHuge}, {-1, kHuge - 1, kHuge}}) {
+    CAPTURE(dim);
+    CAPTURE(begin);
+    const auto slice = pthload::load_slice(opened, "empty", dim, begin, end);
+    CHECK(slice.numel() == 0);
+    CHECK(slice.nbytes() == 0);
+    CHECK(std::vector(slice.strides().begin(), slice.strides().end()) ==
+          std::vector<std::int64_t>{0, 0, 0, 0});
+    CHECK(slice.sizes()[dim == 0 ? 0 : 3] == end - begin);
+  }
+  // An empty range of a tensor with elements: the tensor's strides, as narrow() gives.
+  const auto none = pthload::load_slice(opened, "rows", 0, 1, 1);
+  CHECK(std::vector(none.sizes().begin(), none.sizes().end()) == std::vector<std::int64_t>{0, 2});
+  CHECK(std::vector(none.strides().begin(), none.strides().end()) ==
+        std::vector<std::int64_t>{2, 1});
+  // With elements: contiguous strides.
+  const auto column = pthload::load_slice(opened, "rows", -1, 1, 2);
+  CHECK(std::vector(column.strides().begin(), column.strides().end()) ==
+        std::vector<std::int64_t>{1, 1});
+}
+
+TEST_CASE("partial: load_slice checks the device it is given, and names where a storage lies") {
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("rows").tensor_v2("FloatStorage", "0", 6, 0, {3, 2}, {2, 1});
+  p.setitems().stop();
+  const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(6)}});
+  const auto opened = pthload::open(file.path());
+  const auto slice_onto = [&](pthload::Device device) {
+    return pthload::load_slice(opened, "rows", 0, 0, 2, device);
+  };
+  // A type outside the enum (a cast integer) was placed nowhere and called "unknown".
+  const pthload::Device bogus{static_cast<pthload::Device::Type>(7), 0};
+  CHECK(error_code_of([&] { (void)slice_onto(bogus); }) == Errc::kDeviceUnsupportedType);
+  CHECK(error_code_of([&] { (void)slice_onto(pthload::Device::cuda(-3)); }) ==
+        Errc::kDeviceOrdinalOutOfRange);
+  // torch's t.to("cpu:5") lands on "cpu"; so does a slice.
+  CHECK(slice_onto({pthload::Device::Type::kCpu, 5}).device() == pthload::Device::cpu());
+  CHECK(slice_onto({pthload::Device::Type::kMeta, 1}).device() == pthload::Device::meta());
+
+  // A storage placed on meta has no bytes; the error said "a GPU".
+  const auto on_meta = pthload::load(file.path(), {.map_location = pthload::map_to("meta")});
+  try {
+    (void)pthload::load_slice(on_meta, "rows", 0, 0, 1);
+    FAIL("no error");
+  } catch (const pthload::UnsupportedError& e) {
+    CHECK(e.code() == Errc::kSliceUnsupported);
+    const std::string text = e.what();
+    CHECK(text.find("placed on meta") != std::string::npos);
+    CHECK(text.find("GPU") == std::string::npos);
+  }
+  auto backend = std::make_shared<pthload::device::HostBackend>();
+  auto on_gpu = pthload::open(file.path());
+  pthload::device::place_storages(on_gpu, {.map_location = pthload::map_to("cuda:0")}, backend);
+  try {
+    (void)pthload::load_slice(on_gpu, "rows", 0, 0, 1);
+    FAIL("no error");
+  } catch (const pthload::UnsupportedError& e) {
+    CHECK(std::string(e.what()).find("placed on cuda:0") != std::string::npos);
+  }
 }
 
 TEST_SUITE("fixtures") {

@@ -107,6 +107,16 @@ result = run("load", "--slice", "embed.weight:0:-17:", model)
 check(result.returncode == 1 and "outside" in result.stderr,
       f"--slice past the start: exit {result.returncode}: {result.stderr}")
 
+# --map-location auto puts a slice where it puts a whole load: the first GPU, else the CPU (it
+# always sliced onto the CPU).
+whole = run("load", "--map-location", "auto", model)
+auto_devices = {line.split()[0] for line in whole.stdout.splitlines()[1:]
+                if "storages" in line and "views" not in line}
+result = run("load", "--map-location", "auto", "--slice", "embed.weight:0:0:2", model)
+check(result.returncode == 0 and len(auto_devices) == 1
+      and f" on {auto_devices.pop()}," in result.stdout,
+      f"--slice with auto: {whole.stdout} {result.stdout} {result.stderr}")
+
 print(f"{checks} checks, {len(failures)} failures")
 for failure in failures:
     print("FAIL:", failure)

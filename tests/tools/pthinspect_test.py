@@ -113,6 +113,17 @@ with tempfile.TemporaryDirectory() as tmp:
             check(len(lines) == 1 and lines[0].startswith("pthinspect: error: ")
                   and args[1] in lines[0], f"{args}: stderr {lines}")
 
+# load --map-location's tag renames: every comma separates two TAG=DEVICE pairs, and each tag is
+# renamed once (a repeated tag went to its first device; a trailing comma was ignored).
+for spec in ("cpu=meta,cpu=cuda:0", "cpu=meta,", ",cpu=meta", "a=b,,c=d", "cpu=meta:01"):
+    result = run("load", "--map-location", spec, sample)
+    lines = result.stderr.decode().strip().splitlines()
+    check(result.returncode == 1 and len(lines) == 1 and lines[0].startswith("pthinspect: error: "),
+          f"load --map-location {spec}: exit {result.returncode}: {lines}")
+result = run("load", "--map-location", "cpu=meta", sample)
+check(result.returncode == 0 and b"meta" in result.stdout,
+      f"load --map-location cpu=meta: exit {result.returncode}: {result.stdout!r} {result.stderr!r}")
+
 # ls --checksum prints the same checksums as a table as it does as JSON.
 sample_pt = os.path.join(FIXTURES, "sample.pt")
 listed = json.loads(run("ls", "--json", "--checksum", sample_pt).stdout)

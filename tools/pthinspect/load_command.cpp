@@ -84,7 +84,9 @@ std::string parse_slice(const std::string& text, SliceSpec& spec) {
 // on the device --map-location names (the CPU by default); prints its shape and checksum.
 int run_slices(const LoadArgs& args, const pthload::LoadOptions& options) {
   pthload::Device device = pthload::Device::cpu();
-  if (!args.map_location.empty() && args.map_location != "auto") {
+  if (args.map_location == "auto") {
+    device = pthload::auto_device();  // as for a whole load: the first GPU, else the CPU
+  } else if (!args.map_location.empty()) {
     if (args.map_location.find('=') != std::string::npos) {
       throw pthload::FormatError(pthload::Errc::kDeviceBadString,
                                  "--slice places slices on one device: --map-location DEVICE");
@@ -120,7 +122,9 @@ int run_slices(const LoadArgs& args, const pthload::LoadOptions& options) {
 pthload::MapLocation parse_map_location(std::string_view spec) {
   if (spec.find('=') == std::string_view::npos) return pthload::map_to(spec);
   std::map<std::string, std::string> renames;
-  while (!spec.empty()) {
+  // Every comma separates two pairs: an empty part, last ones included ("cpu=meta,"), is an
+  // error as the first one is, not a pair left out.
+  for (bool more = true; more;) {
     const auto comma = spec.find(',');
     const std::string_view pair = spec.substr(0, comma);
     const auto equals = pair.find('=');
@@ -129,8 +133,16 @@ pthload::MapLocation parse_map_location(std::string_view spec) {
           pthload::Errc::kDeviceBadString,
           fmt::format("--map-location: '{}' is not TAG=DEVICE (e.g. cuda:1=cuda:0)", pair));
     }
-    renames.emplace(std::string(pair.substr(0, equals)), std::string(pair.substr(equals + 1)));
-    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    const std::string tag(pair.substr(0, equals));
+    // A dict has one device per tag; which of two would win is a guess the user did not make.
+    if (!renames.emplace(tag, std::string(pair.substr(equals + 1))).second) {
+      throw pthload::FormatError(
+          pthload::Errc::kDeviceBadString,
+          fmt::format("--map-location: tag '{}' is mapped twice ('{}={}' and '{}')", tag, tag,
+                      renames[tag], pair));
+    }
+    more = comma != std::string_view::npos;
+    if (more) spec = spec.substr(comma + 1);
   }
   return pthload::map_dict(std::move(renames));
 }
@@ -209,7 +221,7 @@ Command add_load_command(CLI::App& app) {
   cmd->add_option("file", args->path, "checkpoint")->required();
   cmd->add_option("--map-location", args->map_location,
                   "cpu | cuda:N | meta | auto (the first GPU, else the CPU), or tag renames "
-                  "TAG=DEVICE[,TAG=DEVICE...]");
+                  "TAG=DEVICE[,TAG=DEVICE...] (each TAG once)");
   cmd->add_flag("--copy", args->copy, "CPU storages as owned copies instead of file views");
   cmd->add_option("--copy-threads", args->copy_threads,
                   "threads reading those copies when they total 32 MiB or more (default: up to "
