@@ -91,9 +91,10 @@ struct LoadOptions {
   Limits limits{};
   /// Floating storages (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) converted to
   /// this dtype, one of those, as they are placed, rounding as torch's Tensor.to(dtype): on a
-  /// GPU by a kernel, on the CPU into owned buffers. Left as they are: storages of other dtypes,
-  /// numpy arrays, meta storages, and storages a tensor views with another dtype or that back
-  /// a sparse, nested or quantized tensor's parts. Empty: no conversion. Another target throws
+  /// GPU by a kernel, on the CPU into owned buffers. An untyped storage (torch 2.x saves float8
+  /// tensors over one) counts as the one dtype its tensors show. Left as they are: storages of
+  /// other dtypes, numpy arrays, meta storages, and storages tensors view with different dtypes
+  /// or that back a sparse, nested or quantized tensor's parts. Empty: no conversion. Another target throws
   /// UnsupportedError(kDeviceBadOptions) before any byte is placed. Like map_location and the
   /// other placing options, open() ignores it (Checkpoint::to() after open() converts nothing).
   std::optional<Dtype> floating_dtype{};

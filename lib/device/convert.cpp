@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "device/convert.hpp"
@@ -50,13 +51,28 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
   for (auto& named : state.tensors) {
     collect_parts(named.tensor, blocked);
     if (!named.tensor.has_storage()) continue;
-    const Storage* storage = &named.tensor.storage();
-    if (named.tensor.dtype() != storage->dtype()) blocked.insert(storage);
-    viewers[storage].push_back(&named.tensor);
+    viewers[&named.tensor.storage()].push_back(&named.tensor);
   }
+  // The dtype a storage's bytes are read as: its own, or — for an untyped storage (uint8:
+  // torch 2.x saves float8 tensors over UntypedStorage with _rebuild_tensor_v3) — the one dtype
+  // every tensor over it shows, when its bytes are whole elements of that dtype. A storage
+  // viewed as two dtypes is left as it is.
+  const auto element_dtype = [&](const internal::StorageState& s,
+                                 const std::vector<Tensor*>& tensors) -> std::optional<Dtype> {
+    if (tensors.empty()) return s.dtype;
+    const Dtype shown = tensors.front()->dtype();
+    for (const Tensor* tensor : tensors)
+      if (tensor->dtype() != shown) return std::nullopt;
+    if (shown == s.dtype) return shown;
+    const bool untyped = s.dtype == Dtype::kUInt8;
+    if (!untyped || s.nbytes % element_size(shown) != 0) return std::nullopt;
+    return shown;
+  };
 
   struct Conversion {
     internal::StorageState* storage;
+    Dtype source;         // what its bytes hold
+    std::uint64_t numel;  // elements of `source`
     std::vector<Tensor*> tensors;
     common::AlignedBuffer host;                            // a CPU storage's new bytes
     std::unique_ptr<internal::DeviceMemory> device_bytes;  // a GPU storage's
@@ -64,11 +80,16 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
   std::vector<Conversion> conversions;
   for (const auto& storage : state.storages) {
     auto& s = internal::Access::state(*storage);
-    if (s.dtype == target || !cpu::is_convertible(s.dtype) || s.in_pickle ||
+    const auto& tensors = viewers[storage.get()];
+    const auto source = element_dtype(s, tensors);
+    if (!source || *source == target || !cpu::is_convertible(*source) || s.in_pickle ||
         blocked.count(storage.get()) > 0 || s.device.type == Device::Type::kMeta) {
       continue;
     }
-    conversions.push_back({.storage = &s, .tensors = viewers[storage.get()]});
+    conversions.push_back({.storage = &s,
+                           .source = *source,
+                           .numel = s.nbytes / element_size(*source),
+                           .tensors = tensors});
   }
 
   // The CPU ones here, the GPU ones on a thread of their own (the caller's device untouched).
@@ -79,8 +100,8 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
       on_gpu.push_back(&conversion);
       continue;
     }
-    conversion.host = common::AlignedBuffer(s.numel * element_size(target));
-    cpu::convert(s.cpu_bytes, s.dtype, conversion.host.span(), target, s.numel);
+    conversion.host = common::AlignedBuffer(conversion.numel * element_size(target));
+    cpu::convert(s.cpu_bytes, conversion.source, conversion.host.span(), target, conversion.numel);
   }
   if (!on_gpu.empty()) {
     run_on_own_thread([&] {
@@ -93,7 +114,7 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
           auto& stream = streams[device];
           if (stream == nullptr) stream = backend->create_stream(device);
           std::shared_ptr<DeviceBlock> block;
-          const std::size_t bytes = s.numel * element_size(target);
+          const std::size_t bytes = conversion->numel * element_size(target);
           if (bytes > 0) {
             try {
               block = std::make_shared<DeviceBlock>(backend, nullptr, device, bytes);
@@ -105,7 +126,8 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
             }
             const auto* source =
                 std::get<std::unique_ptr<internal::DeviceMemory>>(s.placement)->pointer();
-            backend->convert(source, s.dtype, block->data(), target, s.numel, stream);
+            backend->convert(source, conversion->source, block->data(), target, conversion->numel,
+                             stream);
           }
           conversion->device_bytes = std::make_unique<DeviceSlice>(std::move(block), 0);
         }
@@ -132,7 +154,8 @@ void convert_storages(Checkpoint& checkpoint, Dtype target,
   for (auto& conversion : conversions) {
     auto& s = *conversion.storage;
     s.dtype = target;
-    s.nbytes = s.numel * element_size(target);
+    s.numel = conversion.numel;
+    s.nbytes = conversion.numel * element_size(target);
     if (s.device.type == Device::Type::kCpu) {
       s.placement = std::move(conversion.host);
       s.cpu_bytes = std::get<common::AlignedBuffer>(s.placement).span().first(s.nbytes);

@@ -524,8 +524,8 @@ TEST_SUITE("fixtures") {
       const auto& after = converted.tensors()[i].tensor;
       CAPTURE(reference.tensors()[i].name);
       if (!before.has_storage()) continue;
-      const bool floating = pthload::device::cpu::is_convertible(before.dtype()) &&
-                            before.storage().dtype() == before.dtype();
+      // float8 tensors too, though torch 2.x saves them over untyped (uint8) storages.
+      const bool floating = pthload::device::cpu::is_convertible(before.dtype());
       CHECK(after.dtype() == (floating ? Dtype::kBFloat16 : before.dtype()));
       if (!floating) {
         CHECK(after.content_checksum() == before.content_checksum());
@@ -539,6 +539,29 @@ TEST_SUITE("fixtures") {
       const auto got = after.storage().bytes();
       CHECK(std::vector<std::byte>(got.begin(), got.end()) == expected);
     }
-    CHECK(changed >= 3);
+    // float32, float16, bfloat16, float8_e5m2 and float8_e4m3fn, each with its view.
+    CHECK(changed == 10);
+  }
+
+  TEST_CASE("device: floating_dtype converts on the GPU what it converts on the CPU") {
+    const std::string path = std::string(PTHLOAD_FIXTURES_DIR) + "/torch/torch-2.15.0/dtypes.pt";
+    pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
+    options.floating_dtype = Dtype::kFloat16;
+    const auto on_cpu = pthload::load(path, options);
+    auto backend = std::make_shared<HostBackend>();
+    options.map_location = pthload::map_to("cuda:0");
+    const auto on_gpu = load_on(backend, path, options);
+    REQUIRE(on_gpu.storages().size() == on_cpu.storages().size());
+    for (std::size_t i = 0; i < on_cpu.storages().size(); ++i) {
+      const auto& cpu = *on_cpu.storages()[i];
+      const auto& gpu = *on_gpu.storages()[i];
+      CAPTURE(cpu.key());
+      CHECK(gpu.dtype() == cpu.dtype());
+      REQUIRE(gpu.nbytes() == cpu.nbytes());
+      if (cpu.nbytes() > 0) {
+        CHECK(std::memcmp(gpu.device_pointer(), cpu.bytes().data(), cpu.nbytes()) == 0);
+      }
+    }
+    CHECK(on_gpu.tensor("float8_e4m3fn").dtype() == Dtype::kFloat16);
   }
 }
