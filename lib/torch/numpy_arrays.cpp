@@ -140,20 +140,19 @@ NumpyDtype read_dtype(const Value& value) {
 }
 
 // The bytes of BUILD's raw data: bytes (a view), or protocol 2's _codecs.encode(text,
-// 'latin1') (owned).
-void read_raw(const Value& raw, NumpyArray& array) {
+// 'latin1') (decoded). The spelling is looked up before anything is decoded: many arrays may
+// share one memoized state, or one memoized text through calls of their own, and decoding the
+// text for each would cost arrays × its size.
+void read_raw(const Value& raw, SpelledBytes& spelled, NumpyArray& array) {
   if (raw.is(Kind::kBytes) || raw.is(Kind::kByteArray) || raw.is(Kind::kPython2String)) {
     array.raw_view = raw.as_bytes();
-    array.bytes_node = &raw;
     return;
   }
-  auto bytes = pickle::bytes_of(raw);
-  if (!bytes) {
+  const auto spelling = pickle::spelling_of(raw);
+  if (!spelling) {
     bad_numpy(fmt::format("its data is a {}, not bytes", pickle::kind_name(raw.kind())));
   }
-  array.raw_owned = std::move(*bytes);
-  const auto args = raw.is(Kind::kCall) ? raw.args().items() : std::span<const Value* const>{};
-  array.bytes_node = args.empty() ? &raw : args[0];
+  array.raw_decoded = spelled.bytes(*spelling);
 }
 
 // Strides as numpy's _array_fill_strides makes them: a zero size does not scale the next one.
@@ -186,14 +185,14 @@ void check_byte_count(const NumpyArray& array) {
   }
 }
 
-std::variant<NumpyArray, NumpyOpaque> read_scalar(const Value& value) {
+std::variant<NumpyArray, NumpyOpaque> read_scalar(const Value& value, SpelledBytes& spelled) {
   // scalar(dtype, raw bytes) (numpy/core/multiarray.c array_scalar; object scalars: (dtype, obj)).
   const auto args = value.args().items();
   if (args.size() != 2) bad_numpy(fmt::format("scalar has {} arguments, not 2", args.size()));
   auto dtype = read_dtype(*args[0]);
   if (!dtype.dtype) return NumpyOpaque{std::move(dtype.opaque)};
   NumpyArray array{.dtype = *dtype.dtype, .big_endian = dtype.big_endian};
-  read_raw(*args[1], array);
+  read_raw(*args[1], spelled, array);
   check_byte_count(array);
   return array;
 }
@@ -206,8 +205,10 @@ bool is_numpy_value(const Value& value) noexcept {
   return kind == KnownGlobal::kNumpyReconstruct || kind == KnownGlobal::kNumpyScalar;
 }
 
-std::variant<NumpyArray, NumpyOpaque> read_numpy(const Value& value) {
-  if (classify_global(value.callable()) == KnownGlobal::kNumpyScalar) return read_scalar(value);
+std::variant<NumpyArray, NumpyOpaque> read_numpy(const Value& value, SpelledBytes& spelled) {
+  if (classify_global(value.callable()) == KnownGlobal::kNumpyScalar) {
+    return read_scalar(value, spelled);
+  }
   // _reconstruct(subtype, shape, dtype code): an empty array of `subtype`, filled by BUILD.
   const auto args = value.args().items();
   if (args.size() != 3) bad_numpy(fmt::format("_reconstruct has {} arguments, not 3", args.size()));
@@ -246,7 +247,7 @@ std::variant<NumpyArray, NumpyOpaque> read_numpy(const Value& value) {
     bad_numpy("its is_fortran flag is not a bool");
   }
   const bool fortran = is_fortran.is(Kind::kBool) ? is_fortran.as_bool() : is_fortran.as_int() != 0;
-  read_raw(*fields[3], array);
+  read_raw(*fields[3], spelled, array);
   check_byte_count(array);
   fill_strides(array, fortran);
   return array;

@@ -6,14 +6,16 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "common/mapped_file.hpp"
 #include "pickle/value.hpp"
 #include "pthload/dtype.hpp"
+#include "torch/spelled_bytes.hpp"
 
 namespace pthload::torch {
 
@@ -28,14 +30,13 @@ struct NumpyArray {
   /// The raw bytes, numel × element size of them: a view of the pickle's input when it held
   /// them as bytes (protocol 3+ BINBYTES), valid while that input lives ...
   std::span<const std::byte> raw_view;
-  /// ... or owned, when they came as protocol 2's _codecs.encode(latin1 text).
-  std::optional<std::string> raw_owned;
+  /// ... or decoded, when they came as protocol 2's _codecs.encode(text, encoding): shared with
+  /// every array whose bytes are spelled alike (SpelledBytes).
+  std::shared_ptr<const common::MappedFile> raw_decoded;
   /// The raw bytes, wherever they are; valid while this NumpyArray (and the pickle) lives.
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
-    return raw_owned ? std::as_bytes(std::span(raw_owned->data(), raw_owned->size())) : raw_view;
+    return raw_decoded ? raw_decoded->bytes() : raw_view;
   }
-  /// The node that fixes the bytes: arrays sharing it through the memo can share one copy.
-  const pickle::Value* bytes_node = nullptr;
 };
 
 /// A numpy value that is well formed but no tensor: an object array, a string or datetime dtype,
@@ -47,10 +48,12 @@ struct NumpyOpaque {
 /// Whether `value` is a numpy array (_reconstruct call) or a numpy scalar (scalar call).
 [[nodiscard]] bool is_numpy_value(const pickle::Value& value) noexcept;
 
-/// Reads the array or scalar `value` (is_numpy_value). Throws FormatError(kTorchBadNumpyArray)
+/// Reads the array or scalar `value` (is_numpy_value), taking bytes that protocol 2 spells as
+/// calls from `spelled` (decoding each spelling once). Throws FormatError(kTorchBadNumpyArray)
 /// for a malformed one: a BUILD state of the wrong shape or types, an unknown byte order, raw
 /// bytes that are not exactly numel × element size (numpy refuses those too), sizes whose byte
-/// count overflows.
-[[nodiscard]] std::variant<NumpyArray, NumpyOpaque> read_numpy(const pickle::Value& value);
+/// count overflows; and as pickle::spelling_of and pickle::bytes_of for bytes spelled wrong.
+[[nodiscard]] std::variant<NumpyArray, NumpyOpaque> read_numpy(const pickle::Value& value,
+                                                               SpelledBytes& spelled);
 
 }  // namespace pthload::torch

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,17 +26,26 @@
 #include "pthload/tensor.hpp"
 #include "torch/globals.hpp"
 #include "torch/prebuilt_tensors.hpp"
+#include "torch/spelled_bytes.hpp"
 #include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
 
 namespace pthload::torch {
 
+/// Bytes by where they lie and how many they are. The pickle's input and the decoded copies
+/// outlive the context, so equal keys are the same bytes.
+using ByteRun = std::pair<const std::byte*, std::size_t>;
+
 /// Tensors whose bytes the pickle holds (numpy arrays), kept by node so that a node reached twice
-/// gives the same storage, and the copies of pickled bytes, one per node fixing them.
+/// gives the same storage, and what is made of their bytes once however many arrays share them:
+/// text decoded (by spelling), copies (by bytes), bfloat16 conversions (by bytes and byte order).
 struct PickledTensors {
   std::unordered_map<const pickle::Value*, Tensor> by_node;
-  std::unordered_map<const pickle::Value*, std::shared_ptr<const common::MappedFile>> copies;
-  std::unordered_map<const pickle::Value*, std::shared_ptr<const common::MappedFile>> converted;
+  SpelledBytes spelled;
+  std::map<ByteRun, std::shared_ptr<const common::MappedFile>> copies;
+  /// Keyed also by the float32 elements' byte order: arrays may share bytes yet read them in
+  /// either.
+  std::map<std::pair<ByteRun, bool>, std::shared_ptr<const common::MappedFile>> converted;
   std::size_t storage_count = 0;  ///< numbers their storages' keys ("<numpy 3>")
 };
 

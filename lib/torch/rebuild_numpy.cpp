@@ -47,7 +47,9 @@ std::vector<std::byte> float32_to_bfloat16(std::span<const std::byte> bytes, boo
 
 internal::FileRange pickled_bytes(RebuildContext& context, const NumpyArray& array) {
   const auto bytes = array.bytes();
-  if (!array.raw_owned && context.checkpoint.file) {
+  // Decoded text: an owned copy already, shared by the arrays that spell their bytes alike.
+  if (array.raw_decoded) return {.offset = 0, .size = bytes.size(), .file = array.raw_decoded};
+  if (context.checkpoint.file) {
     // Raw bytes inside a stored data.pkl or a legacy stream lie in the mapped file: a view.
     const auto file = context.checkpoint.file->bytes();
     if (bytes.data() >= file.data() && bytes.data() + bytes.size() <= file.data() + file.size()) {
@@ -55,10 +57,11 @@ internal::FileRange pickled_bytes(RebuildContext& context, const NumpyArray& arr
               .size = bytes.size()};
     }
   }
-  // Text decoded from latin1, or bytes of an inflated pickle that will not outlive open(): a
-  // copy, one per node however many arrays share it through the memo.
-  auto& copy = context.pickled.copies[array.bytes_node];
-  if (!copy)
+  // Bytes of an inflated pickle, which will not outlive open(): a copy, one per run of bytes
+  // however many arrays share it through the memo. The size check is a backstop: a storage
+  // must never claim more bytes than the copy it lies in.
+  auto& copy = context.pickled.copies[{bytes.data(), bytes.size()}];
+  if (!copy || copy->bytes().size() != bytes.size())
     copy = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
   return {.offset = 0, .size = bytes.size(), .file = copy};
 }
@@ -88,7 +91,7 @@ std::optional<Tensor> numpy_tensor(RebuildContext& context, const Value& value) 
   if (const auto found = by_node.find(&value); found != by_node.end()) {
     return found->second;
   }
-  auto read = read_numpy(value);
+  auto read = read_numpy(value, context.pickled.spelled);
   if (auto* opaque = std::get_if<NumpyOpaque>(&read)) {
     context.opaque_reason = std::move(opaque->reason);
     return std::nullopt;
@@ -97,6 +100,7 @@ std::optional<Tensor> numpy_tensor(RebuildContext& context, const Value& value) 
   // torch.load leaves numpy arrays on the CPU: map_location does not move them.
   auto storage = pickled_storage(context, array.dtype, pickled_bytes(context, array),
                                  array.big_endian, "cpu", /*follows_map_location=*/false);
+  check_in_bounds(value.callable(), *storage, array.dtype, 0, array.sizes, array.strides);
   Tensor tensor(std::move(storage), array.dtype, array.sizes, array.strides, 0, false);
   by_node.emplace(&value, tensor);
   return tensor;
@@ -119,7 +123,7 @@ Tensor rebuild_device_from_numpy(RebuildContext& context, const Value& function,
                   fmt::format("its data is a {}, not a numpy array",
                               global_name(data.is(Kind::kCall) ? data.callable() : data)));
   }
-  auto read = read_numpy(data);
+  auto read = read_numpy(data, context.pickled.spelled);
   if (auto* opaque = std::get_if<NumpyOpaque>(&read)) {
     throw UnsupportedError(
         Errc::kTorchUnsupportedRebuild,
@@ -135,11 +139,15 @@ Tensor rebuild_device_from_numpy(RebuildContext& context, const Value& function,
     storage = pickled_storage(context, dtype, pickled_bytes(context, array), array.big_endian,
                               std::move(device), true);
   } else if (dtype == Dtype::kBFloat16 && array.dtype == Dtype::kFloat32) {
-    // torch saves bfloat16 device tensors as float32 arrays (numpy has no bfloat16).
-    auto& converted = context.pickled.converted[array.bytes_node];
-    if (!converted) {
-      const auto bytes = float32_to_bfloat16(array.bytes(), array.big_endian);
-      converted = std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(bytes));
+    // torch saves bfloat16 device tensors as float32 arrays (numpy has no bfloat16). One
+    // conversion per bytes and byte order, however many arrays share them; read_numpy made the
+    // bytes numel × 4, so a conversion of any other size than numel × 2 is not this array's.
+    const auto bytes = array.bytes();
+    auto& converted = context.pickled.converted[{{bytes.data(), bytes.size()}, array.big_endian}];
+    if (!converted || converted->bytes().size() * 2 != bytes.size()) {
+      const auto halves = float32_to_bfloat16(bytes, array.big_endian);
+      converted =
+          std::make_shared<const common::MappedFile>(common::MappedFile::from_bytes(halves));
     }
     storage = pickled_storage(context, dtype,
                               {.offset = 0, .size = converted->bytes().size(), .file = converted},
@@ -152,6 +160,7 @@ Tensor rebuild_device_from_numpy(RebuildContext& context, const Value& function,
                     "bfloat16)",
                     global_name(function), dtype_name(array.dtype), dtype_name(dtype)));
   }
+  check_in_bounds(function, *storage, dtype, 0, array.sizes, array.strides);
   Tensor tensor(std::move(storage), dtype, array.sizes, array.strides, 0, requires_grad);
   by_node.emplace(&args, tensor);
   return tensor;

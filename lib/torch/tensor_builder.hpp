@@ -56,6 +56,11 @@ class TensorBuilder {
   void prebuild_during(pickle::RunOptions& options, std::size_t pickle_bytes);
   /// Waits for the worker; tensor_of() then takes what it rebuilt.
   void prebuilding_done();
+  /// How many distinct spellings of bytes (protocol 2's _codecs.encode(text, encoding)) the
+  /// numpy arrays' data were decoded from (tests).
+  [[nodiscard]] std::size_t decoded_byte_spellings() const noexcept {
+    return context_.pickled.spelled.size();
+  }
   /// The worker's count of calls handed over and rebuilt, {0, 0} without one (tests).
   [[nodiscard]] std::pair<std::size_t, std::size_t> prebuilt_counts() const noexcept;
 

@@ -31,6 +31,7 @@ using pthload::test::kObjectArray;
 using pthload::test::le64s;
 using pthload::test::nested_pickle;
 using pthload::test::nested_records;
+using pthload::test::numpy_array;
 using pthload::test::PickleWriter;
 
 namespace {
@@ -45,6 +46,41 @@ std::vector<T> values_of(const pthload::Tensor& t) {
 
 std::vector<std::int64_t> vec(std::span<const std::int64_t> s) {
   return {s.begin(), s.end()};
+}
+
+// _codecs.encode(text, encoding): protocol 2's bytes. Memoized as `memo_key`, or the memoized
+// text `memo_key` when `text` is empty.
+auto encoded(std::string_view text, std::string_view encoding, std::uint8_t memo_key) {
+  return [=](PickleWriter& p) {
+    p.global("_codecs", "encode").mark();
+    if (text.empty()) {
+      p.get(memo_key);
+    } else {
+      p.str(text).put(memo_key);
+    }
+    p.str(encoding).tuple().reduce();
+  };
+}
+
+// SHORT_BINBYTES `bytes`, memoized as `memo_key`, or the memoized bytes when `bytes` is empty.
+auto raw_bytes(std::string_view bytes, std::uint8_t memo_key) {
+  return [=](PickleWriter& p) {
+    if (bytes.empty()) {
+      p.get(memo_key);
+      return;
+    }
+    p.op('C').raw(std::string(1, static_cast<char>(bytes.size()))).raw(bytes).put(memo_key);
+  };
+}
+
+// _rebuild_device_tensor_from_numpy(<f4 array of `order` and `shape` over `data`),
+// torch.bfloat16, 'cpu', False).
+template <typename WriteData>
+void bfloat16_from_numpy(PickleWriter& p, std::string_view order,
+                         std::initializer_list<std::int64_t> shape, WriteData&& data) {
+  p.global("torch._utils", "_rebuild_device_tensor_from_numpy").mark();
+  numpy_array(p, "f4", order, shape, data);
+  p.global("torch", "bfloat16").str("cpu").boolean(false).tuple().reduce();
 }
 
 // {'x': _rebuild_device_tensor_from_numpy(<numpy>, torch.<dtype>, device, False)}
@@ -128,6 +164,49 @@ TEST_CASE("torch: device tensors from numpy go through map_location") {
   CHECK(error_code_of([&] {
           (void)pthload::open(checkpoint_file(not_numpy.setitem().stop().bytes(), {}).path());
         }) == Errc::kTorchBadRebuildArguments);
+}
+
+TEST_CASE("torch: numpy arrays over one text encoded two ways have each their own bytes") {
+  // One memoized str 'éé' (UTF-8 c3 a9 c3 a9), encoded as latin1 (e9 e9) for 'a' and as utf-8
+  // for 'b': torch.load gives a = [233, 233], b = [195, 169, 195, 169]. Sharing one copy of the
+  // bytes per text gave 'b' the 2 bytes of 'a' as its 4 (a read past the copy).
+  PickleWriter p;
+  p.empty_dict().str("a");
+  numpy_array(p, "u1", "|", {2}, encoded("\xc3\xa9\xc3\xa9", "latin1", 0));
+  p.setitem().str("b");
+  numpy_array(p, "u1", "|", {4}, encoded("", "utf-8", 0));
+  const auto file = checkpoint_file(p.setitem().stop().bytes(), {});
+  for (const bool copy : {false, true}) {
+    const auto loaded = pthload::load(file.path(), {.copy_cpu_storages = copy});
+    CHECK(values_of<std::uint8_t>(loaded.tensor("a")) == std::vector<std::uint8_t>{233, 233});
+    CHECK(values_of<std::uint8_t>(loaded.tensor("b")) ==
+          std::vector<std::uint8_t>{195, 169, 195, 169});
+  }
+}
+
+TEST_CASE("torch: bfloat16 device tensors from numpy convert each array's own bytes") {
+  // As torch.load gives them: one memoized str 'éééé' as latin1 (e9 e9 e9 e9, one float) and as
+  // utf-8 (c3 a9 c3 a9 c3 a9 c3 a9, two); one memoized 3f 80 00 00 read as '<f4' (a denormal,
+  // rounded up to 0x0001) and as '>f4' (1.0). Sharing one conversion per text or per bytes gave
+  // 'utf8' a 2-byte storage under its 4 bytes, and 'big' the value of 'little'.
+  PickleWriter p;
+  p.empty_dict().str("latin1");
+  bfloat16_from_numpy(p, "<", {1}, encoded("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", "latin1", 0));
+  p.setitem().str("utf8");
+  bfloat16_from_numpy(p, "<", {2}, encoded("", "utf-8", 0));
+  p.setitem().str("little");
+  bfloat16_from_numpy(p, "<", {1}, raw_bytes(std::string_view("\x3f\x80\x00\x00", 4), 1));
+  p.setitem().str("big");
+  bfloat16_from_numpy(p, ">", {1}, raw_bytes("", 1));
+  const auto file = checkpoint_file(p.setitem().stop().bytes(), {});
+  for (const bool copy : {false, true}) {
+    const auto loaded = pthload::load(file.path(), {.copy_cpu_storages = copy});
+    CHECK(values_of<std::uint16_t>(loaded.tensor("latin1")) == std::vector<std::uint16_t>{0xE9EA});
+    CHECK(values_of<std::uint16_t>(loaded.tensor("utf8")) ==
+          std::vector<std::uint16_t>{0xA9C4, 0xA9C4});
+    CHECK(values_of<std::uint16_t>(loaded.tensor("little")) == std::vector<std::uint16_t>{0x0001});
+    CHECK(values_of<std::uint16_t>(loaded.tensor("big")) == std::vector<std::uint16_t>{0x3F80});
+  }
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// bytes_of: protocol 2's spellings of bytes and bytearray, back to bytes.
+// bytes_of and spelling_of: protocol 2's spellings of bytes and bytearray, back to bytes.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -11,7 +11,9 @@
 using namespace std::literals;
 using pthload::Errc;
 using pthload::pickle::bytes_of;
+using pthload::pickle::BytesSpelling;
 using pthload::pickle::latin1_bytes;
+using pthload::pickle::spelling_of;
 using pthload::pickle::test::run;
 
 TEST_CASE("pickle: bytes_of reads _codecs.encode(text, 'latin1') as CPython writes b'..'") {
@@ -66,6 +68,40 @@ TEST_CASE("pickle: bytes_of rejects text the encoding cannot hold") {
   CHECK_THROWS_AS((void)bytes_of(*other.root), pthload::UnsupportedError);
   const auto surrogate = run("c_codecs\nencode\nV\\ud800\n\x85R."sv);
   CHECK_THROWS_AS((void)bytes_of(*surrogate.root), pthload::FormatError);
+}
+
+TEST_CASE("pickle: spelling_of tells spellings of different bytes apart without decoding") {
+  // [encode(s, 'latin1'), encode(s, 'LATIN_1'), encode(s, 'utf-8'), bytearray(encode(s, 'l1'))]
+  // over one memoized s = 'é': latin1 e9 three times, utf-8 c3 a9 once. A reader that keyed
+  // the bytes on s alone gave one of them the other's bytes.
+  const auto r =
+      run("](c_codecs\nencode\nq\x01X\x02\x00\x00\x00\xc3\xa9q\x00X\x06\x00\x00\x00latin1\x86R"
+          "h\x01h\x00X\x07\x00\x00\x00LATIN_1\x86R"
+          "h\x01h\x00X\x05\x00\x00\x00utf-8\x86R"
+          "cbuiltins\nbytearray\nh\x01h\x00X\x02\x00\x00\x00l1\x86R\x85Re."sv);
+  const auto items = r.root->items();
+  REQUIRE(items.size() == 4);
+  const auto latin1 = spelling_of(*items[0]);
+  const auto utf8 = spelling_of(*items[2]);
+  REQUIRE(latin1);
+  REQUIRE(utf8);
+  CHECK(latin1->form == BytesSpelling::Form::kLatin1);
+  CHECK(utf8->form == BytesSpelling::Form::kUtf8);
+  CHECK(latin1->source == utf8->source);
+  CHECK(spelling_of(*items[1]) == latin1);
+  CHECK(spelling_of(*items[3]) == latin1);
+  CHECK_FALSE(latin1 == utf8);
+  CHECK(bytes_of(*latin1) == "\xe9");
+  CHECK(bytes_of(*utf8) == "\xc3\xa9");
+  // Unknown encodings are refused when the spelling is read; bytes() spells no bytes at all.
+  CHECK_THROWS_AS((void)spelling_of(*run("c_codecs\nencode\nX\x01\x00\x00\x00zX\x05\x00\x00\x00"
+                                         "cp437\x86R."sv)
+                                         .root),
+                  pthload::UnsupportedError);
+  const auto empty = spelling_of(*run("c__builtin__\nbytes\n)R."sv).root);
+  REQUIRE(empty);
+  CHECK(empty->form == BytesSpelling::Form::kEmpty);
+  CHECK(bytes_of(*empty).empty());
 }
 
 TEST_CASE("pickle: latin1_bytes") {

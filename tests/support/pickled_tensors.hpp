@@ -96,6 +96,23 @@ inline const std::string kFortranInt32{
     "\x11\x68\x05\x86\x71\x12\x52\x71\x13\x74\x71\x14\x62",
     229};
 
+/// numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b') + BUILD (1, shape,
+/// numpy.dtype(code) with byte order `order`, False, data), as numpy pickles an array; `data`
+/// writes the raw bytes' value (bytes, or protocol 2's _codecs.encode call) with `p`.
+template <typename WriteData>
+void numpy_array(PickleWriter& p, std::string_view code, std::string_view order,
+                 std::initializer_list<std::int64_t> shape, WriteData&& data) {
+  p.global("numpy.core.multiarray", "_reconstruct").mark().global("numpy", "ndarray");
+  p.ints({0}).str("b").tuple().reduce();
+  p.mark().integer(1).ints(shape);
+  p.global("numpy", "dtype").mark().str(code).boolean(false).boolean(true).tuple().reduce();
+  p.mark().integer(3).str(order).none().none().none().integer(-1).integer(-1).integer(0);
+  p.tuple().build();
+  p.boolean(false);
+  data(p);
+  p.tuple().build();
+}
+
 // {'a': <numpy pickle>}
 inline std::string dict_of(const std::string& numpy_pickle) {
   PickleWriter p;

@@ -4,15 +4,21 @@
 // and wrapper-subclass cases, which need map_location, are tests/device/torch_loads_test.cpp.
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
 #include "support/pickled_tensors.hpp"
+#include "torch/naming.hpp"
+#include "torch/state.hpp"
+#include "torch/tensor_builder.hpp"
 
 using pthload::Errc;
 using pthload::test::checkpoint_file;
@@ -23,6 +29,7 @@ using pthload::test::kObjectArray;
 using pthload::test::le64s;
 using pthload::test::nested_pickle;
 using pthload::test::nested_records;
+using pthload::test::numpy_array;
 using pthload::test::PickleWriter;
 using Record = pthload::test::zip_build::Record;
 
@@ -53,6 +60,53 @@ TEST_CASE("torch: malformed numpy arrays are FormatErrors") {
   p.mark().integer(1).tuple().build().setitem();
   CHECK(error_code_of([&] { (void)pthload::open(checkpoint_file(p.stop().bytes(), {}).path()); }) ==
         Errc::kTorchBadNumpyArray);
+}
+
+TEST_CASE("torch: numpy arrays sharing spelled bytes decode each spelling once") {
+  // A memoized str of 64 KiB ('a's, memo 0) under 2001 arrays: 1000 share one memoized BUILD
+  // state (memo 1) holding _codecs.encode(str, 'latin1'); 1000 have encode calls of their own,
+  // naming latin1 two ways; 1 encodes it as utf-8. Two spellings, so two decodes. Decoding for
+  // each array cost arrays × text (20 000 arrays over 1 MiB: 41 s).
+  constexpr std::int64_t kText = 64 << 10;
+  constexpr int kArrays = 1000;
+  const auto reconstruct = [](PickleWriter& p) {
+    p.global("numpy.core.multiarray", "_reconstruct").mark().global("numpy", "ndarray");
+    p.ints({0}).str("b").tuple().reduce();
+  };
+  const auto encode_memoized = [](std::string_view encoding) {
+    return [=](PickleWriter& p) {
+      p.global("_codecs", "encode").mark().get(0).str(encoding).tuple().reduce();
+    };
+  };
+  PickleWriter p;
+  p.empty_list().mark();
+  reconstruct(p);
+  p.mark().integer(1).ints({kText});
+  p.global("numpy", "dtype").mark().str("u1").boolean(false).boolean(true).tuple().reduce();
+  p.mark().integer(3).str("|").none().none().none().integer(-1).integer(-1).integer(0);
+  p.tuple().build().boolean(false);
+  p.global("_codecs", "encode").mark().str(std::string(kText, 'a')).put(0).str("latin1");
+  p.tuple().reduce().tuple().put(1).build();
+  for (int i = 1; i < kArrays; ++i) {
+    reconstruct(p);
+    p.get(1).build();
+  }
+  for (int i = 0; i < kArrays; ++i)
+    numpy_array(p, "u1", "|", {kText}, encode_memoized(i % 2 == 0 ? "latin1" : "ISO_8859_1"));
+  numpy_array(p, "u1", "|", {kText}, encode_memoized("utf-8"));
+  const auto bytes = p.appends().stop().bytes();
+
+  const pthload::Limits limits;
+  pthload::internal::CheckpointState state;
+  pthload::torch::TensorBuilder builder(state, "ck/data/", limits);
+  state.pickle = pthload::pickle::Machine(limits).run(std::as_bytes(std::span(bytes)));
+  pthload::torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder,
+                                        limits, state.tensors, state.opaque_values);
+  REQUIRE(state.tensors.size() == 2 * kArrays + 1);
+  CHECK(builder.decoded_byte_spellings() == 2);
+  // Each array still has a storage of its own, as each is an array of its own in torch.load.
+  CHECK(state.storages.size() == 2 * kArrays + 1);
+  CHECK(state.tensors.back().tensor.storage().nbytes() == static_cast<std::uint64_t>(kText));
 }
 
 TEST_CASE("torch: hostile nested tensor geometry is an error with record and offset") {
