@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,13 @@ struct PickledTensors {
   /// either.
   std::map<std::pair<ByteRun, bool>, std::shared_ptr<const common::MappedFile>> converted;
   std::size_t storage_count = 0;  ///< numbers their storages' keys ("<numpy 3>")
+  /// One storage for the arrays whose bytes are one run read alike (the run's file, offset and
+  /// size, the dtype, the byte order, the device tag, whether map_location moves it): a pickle
+  /// may spell one array's bytes for thousands of arrays, and a copy load would otherwise copy
+  /// them once per array. numpy's own pickles give every array bytes of its own.
+  std::map<std::tuple<const void*, std::uint64_t, std::uint64_t, Dtype, bool, std::string, bool>,
+           std::shared_ptr<Storage>>
+      storages;
 };
 
 /// What the rebuild functions share while the tensors of one pickle are built. Every function

@@ -69,6 +69,9 @@ internal::FileRange pickled_bytes(RebuildContext& context, const NumpyArray& arr
 std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
                                          internal::FileRange range, bool big_endian,
                                          std::string location, bool follows_map_location) {
+  auto& shared = context.pickled.storages[{range.file.get(), range.offset, range.size, dtype,
+                                           big_endian, location, follows_map_location}];
+  if (shared) return shared;
   internal::StorageState state;
   state.key = fmt::format("<numpy {}>", context.pickled.storage_count++);
   state.location = std::move(location);
@@ -79,9 +82,9 @@ std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
   state.in_pickle = true;
   state.follows_map_location = follows_map_location;
   if (big_endian) state.swap_unit = internal::swap_unit_for(dtype);
-  auto storage = internal::Access::make_storage(std::move(state));
-  context.checkpoint.storages.push_back(storage);
-  return storage;
+  shared = internal::Access::make_storage(std::move(state));
+  context.checkpoint.storages.push_back(shared);
+  return shared;
 }
 
 }  // namespace
