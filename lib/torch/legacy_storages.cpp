@@ -194,12 +194,14 @@ bool is_load_from_bytes(const Value& value) noexcept {
          value.callable().is_global("torch.storage", "_load_from_bytes");
 }
 
-const Value* load_from_bytes_key(const Value& call) noexcept {
+std::pair<const Value*, pickle::BytesSpelling::Form> load_from_bytes_key(const Value& call) {
   const auto args = call.args().items();
-  if (args.size() != 1) return &call;
-  const Value* data = args[0];
-  if (data->is(Kind::kCall) && !data->args().items().empty()) data = data->args().items()[0];
-  return data;
+  if (args.size() == 1) {
+    if (const auto spelling = pickle::spelling_of(*args[0])) {
+      return {spelling->source, spelling->form};
+    }
+  }
+  return {&call, pickle::BytesSpelling::Form::kRaw};  // refused by load_from_bytes
 }
 
 StorageRef load_from_bytes(internal::CheckpointState& checkpoint, const Value& call,

@@ -7,8 +7,10 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "legacy/stream.hpp"
+#include "pickle/codecs.hpp"
 #include "pickle/value.hpp"
 #include "torch/state.hpp"
 
@@ -63,10 +65,13 @@ class LegacyStorages {
 /// bytes are a whole legacy torch.save stream of that storage.
 [[nodiscard]] bool is_load_from_bytes(const pickle::Value& value) noexcept;
 
-/// The node that fixes a _load_from_bytes call's bytes (the bytes value, or the text
-/// _codecs.encode encodes): calls sharing it through the memo give one storage, so a pickle
-/// cannot make a copy of the same large bytes per call.
-[[nodiscard]] const pickle::Value* load_from_bytes_key(const pickle::Value& call) noexcept;
+/// What fixes a _load_from_bytes call's bytes: the node holding them and how it spells them
+/// (the text _codecs.encode encodes and the encoding; a call whose argument is no bytes stands
+/// for itself). Calls that spell their bytes alike through the memo give one storage, so a
+/// pickle cannot make a copy of the same large bytes per call; one text encoded two ways gives
+/// two. Throws as pickle::spelling_of.
+[[nodiscard]] std::pair<const pickle::Value*, pickle::BytesSpelling::Form> load_from_bytes_key(
+    const pickle::Value& call);
 
 /// The storage a _load_from_bytes call holds: its bytes are copied out of the pickle and read as
 /// a legacy stream whose object is one storage; the storage joins `checkpoint`'s storages, its

@@ -4,14 +4,16 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/bump_arena.hpp"
+#include "pickle/codecs.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 #include "pthload/tensor.hpp"
@@ -62,7 +64,8 @@ class StorageResolver {
   std::string data_prefix_;
   const LegacyStorages* legacy_ = nullptr;
   // torch.storage._load_from_bytes calls already read, by load_from_bytes_key().
-  std::unordered_map<const pickle::Value*, StorageRef> nested_storages_;
+  std::map<std::pair<const pickle::Value*, pickle::BytesSpelling::Form>, StorageRef>
+      nested_storages_;
   // A storage made for a record: owned here until registered, then by the checkpoint's storages
   // (at StorageState::index).
   struct Made {

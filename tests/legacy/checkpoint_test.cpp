@@ -255,6 +255,38 @@ TEST_CASE("legacy: torch.storage._load_from_bytes reads the nested stream") {
         Errc::kLegacyBadMagic);
 }
 
+TEST_CASE("legacy: _load_from_bytes calls that encode one text two ways are two streams") {
+  // 't' reads _codecs.encode(text, 'latin1'), a valid stream; 'u' encodes the same memoized text
+  // as UTF-8, other bytes that are no stream. Sharing the first call's storage by the text node
+  // alone loaded 'u' silently from bytes its call does not spell.
+  const std::string inner = storage_stream();
+  std::string text;
+  for (const char c : inner) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x80) {
+      text += c;
+    } else {
+      text += static_cast<char>(0xc0 | (byte >> 6));
+      text += static_cast<char>(0x80 | (byte & 0x3f));
+    }
+  }
+  PickleWriter p;
+  p.empty_dict().mark();
+  for (const char* name : {"t", "u"}) {
+    p.str(name).global("torch._utils", "_rebuild_tensor_v2").mark();
+    p.global("torch.storage", "_load_from_bytes").mark().global("_codecs", "encode").mark();
+    if (name[0] == 't') {
+      p.str(text).put(8).str("latin1");
+    } else {
+      p.get(8).str("utf-8");
+    }
+    p.tuple().reduce().tuple().reduce();
+    p.integer(0).ints({1}).ints({1}).boolean(false);
+    p.global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
+  }
+  CHECK(open_code(stream(p.setitems().stop().bytes(), {}, "")) == Errc::kPickleUnknownOpcode);
+}
+
 TEST_CASE("legacy: the caller's limits bound a _load_from_bytes stream too") {
   // The nested stream's main pickle makes 200 values; the outer pickle far fewer.
   PickleWriter many;
