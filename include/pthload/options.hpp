@@ -31,6 +31,8 @@ struct DeviceAllocator {
 /// threads into a ring of pinned staging buffers and copied asynchronously from them; storages
 /// smaller than `arena_storage_bytes` that lie close together in the file share one device
 /// allocation laid out like the file (one copy per chunk of the file, not one per storage).
+/// Options no load can use (no staging buffer; a caller's stream or event with storages bound
+/// for two GPUs) throw DeviceError(kDeviceBadOptions) before any byte is placed.
 struct CudaOptions {
   /// Pinned staging buffers per load (split among the devices used), and the size of each:
   /// the host memory the pipeline uses is at most their product (64 MiB by default).

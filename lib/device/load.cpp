@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <set>
 #include <unordered_set>
 
 #include "device/backend.hpp"
@@ -175,6 +176,11 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
         }
       }
     }
+    // CUDA options that cannot serve this plan fail here too, not after the CPU copies.
+    std::set<int> gpus;
+    for (const auto& planned : plan)
+      if (planned.second.type == Device::Type::kCuda) gpus.insert(planned.second.index);
+    if (!gpus.empty()) check_cuda_options(options.cuda, gpus.size());
     Progress progress(options.cuda.progress, total_bytes);
     std::vector<DeviceJob> jobs;
     std::vector<internal::StorageState*> job_storages;

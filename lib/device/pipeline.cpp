@@ -218,12 +218,7 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
     devices.push_back(job.device);
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-  if ((options.stream != nullptr || options.event != nullptr) && devices.size() > 1) {
-    throw DeviceError(Errc::kDeviceBadOptions,
-                      fmt::format("a caller's stream or event serves one device, but this load "
-                                  "places storages on {} devices",
-                                  devices.size()));
-  }
+  check_cuda_options(options, devices.size());
 
   // Device memory first: an out-of-memory fails before a byte is read. Declared before the
   // streams, so on failure the copies into it are waited for before it is freed.
@@ -414,12 +409,21 @@ void run_on_own_thread(const std::function<void()>& body) {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::vector<std::unique_ptr<internal::DeviceMemory>> place_on_devices(
-    const std::shared_ptr<Backend>& backend, std::span<const DeviceJob> jobs,
-    const CudaOptions& options, Progress& progress, PipelineReport* report) {
+void check_cuda_options(const CudaOptions& options, std::size_t devices) {
   if (options.staging_buffers == 0) {
     throw DeviceError(Errc::kDeviceBadOptions, "CudaOptions::staging_buffers must be at least 1");
   }
+  if ((options.stream != nullptr || options.event != nullptr) && devices > 1) {
+    throw DeviceError(Errc::kDeviceBadOptions,
+                      fmt::format("a caller's stream or event serves one device, but this load "
+                                  "places storages on {} devices",
+                                  devices));
+  }
+}
+
+std::vector<std::unique_ptr<internal::DeviceMemory>> place_on_devices(
+    const std::shared_ptr<Backend>& backend, std::span<const DeviceJob> jobs,
+    const CudaOptions& options, Progress& progress, PipelineReport* report) {
   PipelineReport local_report;
   std::vector<std::unique_ptr<internal::DeviceMemory>> placed;
   run_on_own_thread([&] { placed = run(backend, jobs, options, progress, local_report); });

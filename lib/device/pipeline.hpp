@@ -106,6 +106,11 @@ struct PipelineReport {
 /// calling thread's current device alone.
 void run_on_own_thread(const std::function<void()>& body);
 
+/// Throws DeviceError(kDeviceBadOptions) for CUDA options no load onto `devices` distinct GPUs
+/// can use: no staging buffer, or a caller's stream or event serving more than one device.
+/// place_storages calls it before any byte is placed; place_on_devices again.
+void check_cuda_options(const CudaOptions& options, std::size_t devices);
+
 /// Places every job's bytes on its device through `backend`, and returns one DeviceMemory per
 /// job, in the jobs' order. All device calls are made on threads the pipeline owns, so the
 /// calling thread's current device is untouched. When anything fails, everything this call

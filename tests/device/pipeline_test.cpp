@@ -173,6 +173,34 @@ TEST_CASE("device pipeline: tags keep storages on their own devices, one ring ea
   check_nothing_left(*backend);
 }
 
+TEST_CASE("device pipeline: CUDA options no load can use fail before a byte is placed") {
+  // Half the storages copied to the CPU, half to cuda:0, both failing ways: neither may wait for
+  // the CPU copies (or progress) before it fails.
+  const auto file = many_storages(8, {5000});
+  auto backend = std::make_shared<HostBackend>(HostBackendSettings{.devices = 2});
+  int not_a_stream = 0;
+  for (const bool no_staging : {true, false}) {
+    CAPTURE(no_staging);
+    pthload::LoadOptions options{.map_location = pthload::map_dict({{"cuda:1", "cpu"}}),
+                                 .copy_cpu_storages = true};
+    if (no_staging) {
+      options.cuda.staging_buffers = 0;
+    } else {
+      options.map_location = pthload::map_dict({{"cuda:1", "cuda:1"}});
+      options.cuda.stream = &not_a_stream;
+    }
+    std::uint64_t progressed = 0;
+    options.cuda.progress = [&](std::uint64_t placed, std::uint64_t) { progressed = placed; };
+    auto checkpoint = pthload::open(file.path(), options);
+    CHECK(error_code_of([&] { pthload::device::place_storages(checkpoint, options, backend); }) ==
+          Errc::kDeviceBadOptions);
+    CHECK(progressed == 0);
+    for (const auto& storage : checkpoint.storages())
+      CHECK_FALSE(storage->is_placed());
+  }
+  check_nothing_left(*backend);
+}
+
 TEST_CASE("device pipeline: a big-endian checkpoint is swapped on the device") {
   PickleWriter p;
   p.empty_dict().mark();
