@@ -191,8 +191,8 @@ std::string storage_stream() {
   return stream(p.bytes(), {"140001"}, lb::count(2) + lb::floats(2));
 }
 
-// `bytes` as `_codecs.encode(text, 'latin1')`, as protocol 2 spells bytes.
-PickleWriter& latin1_bytes(PickleWriter& p, const std::string& bytes) {
+// The text whose Latin-1 encoding is `bytes` (each byte one code point), as UTF-8.
+std::string latin1_text(const std::string& bytes) {
   std::string text;
   for (const char c : bytes) {
     const auto byte = static_cast<unsigned char>(c);
@@ -203,7 +203,17 @@ PickleWriter& latin1_bytes(PickleWriter& p, const std::string& bytes) {
       text += static_cast<char>(0x80 | (byte & 0x3f));
     }
   }
-  return p.global("_codecs", "encode").mark().str(text).str("latin1").tuple().reduce();
+  return text;
+}
+
+// `bytes` as `_codecs.encode(text, 'latin1')`, as protocol 2 spells bytes.
+PickleWriter& latin1_bytes(PickleWriter& p, const std::string& bytes) {
+  return p.global("_codecs", "encode")
+      .mark()
+      .str(latin1_text(bytes))
+      .str("latin1")
+      .tuple()
+      .reduce();
 }
 
 std::string load_from_bytes_pickle(bool protocol2_bytes, const std::string& inner) {
@@ -259,17 +269,7 @@ TEST_CASE("legacy: _load_from_bytes calls that encode one text two ways are two 
   // 't' reads _codecs.encode(text, 'latin1'), a valid stream; 'u' encodes the same memoized text
   // as UTF-8, other bytes that are no stream. Sharing the first call's storage by the text node
   // alone loaded 'u' silently from bytes its call does not spell.
-  const std::string inner = storage_stream();
-  std::string text;
-  for (const char c : inner) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x80) {
-      text += c;
-    } else {
-      text += static_cast<char>(0xc0 | (byte >> 6));
-      text += static_cast<char>(0x80 | (byte & 0x3f));
-    }
-  }
+  const std::string text = latin1_text(storage_stream());
   PickleWriter p;
   p.empty_dict().mark();
   for (const char* name : {"t", "u"}) {
