@@ -427,16 +427,43 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
     return;
   }
   const auto& entries = archive->entries();
+  // The records torch.load runs and open() reads: those under the first record's folder
+  // (inline_container.cc init), not any data.pkl or constants.pkl elsewhere in the archive.
+  const std::size_t slash = entries.empty() ? std::string::npos : entries.front().name.find('/');
+  const std::string prefix = slash == std::string::npos
+                                 ? std::string()
+                                 : std::string(entries.front().name.substr(0, slash + 1));
+  const auto is_top_record = [&](std::string_view name, std::string_view record) {
+    return !prefix.empty() && name.size() == prefix.size() + record.size() &&
+           name.starts_with(prefix) && name.ends_with(record);
+  };
   bool torchscript = false;
   bool has_data_pickle = false;
+  std::size_t outside_records = 0;
+  std::string_view first_outside;
   for (const auto& entry : entries) {
-    torchscript = torchscript || entry.name.ends_with("/constants.pkl");
-    has_data_pickle = has_data_pickle || entry.name.ends_with("/data.pkl");
+    torchscript = torchscript || is_top_record(entry.name, "constants.pkl");
+    has_data_pickle = has_data_pickle || is_top_record(entry.name, "data.pkl");
+    if (!prefix.empty() && !entry.name.starts_with(prefix) && outside_records++ == 0) {
+      first_outside = entry.name;
+    }
   }
   report.format = torchscript ? "torchscript" : "zip";
   Scanner scanner(report, options, torchscript);
+  if (outside_records > 0) {
+    // PyTorchStreamReader::getAllRecords, which torch.load calls on every zip, throws "file in
+    // archive is not in a subdirectory" for them.
+    scanner.finding(Verdict::kUnknown, std::string(first_outside),
+                    fmt::format("{} record{} outside the folder {} that the first record names: "
+                                "torch.load refuses such an archive",
+                                outside_records, outside_records == 1 ? " lies" : "s lie", prefix));
+  }
   if (!has_data_pickle) {
-    scanner.finding(Verdict::kNotACheckpoint, "zip", "no data.pkl: not a torch.save checkpoint");
+    scanner.finding(Verdict::kNotACheckpoint, "zip",
+                    prefix.empty()
+                        ? std::string("the first record is not inside a folder, as torch's "
+                                      "records always are: not a torch.save checkpoint")
+                        : fmt::format("no {}data.pkl: not a torch.save checkpoint", prefix));
     report.verdict = Verdict::kNotACheckpoint;
     report.format = "";
   }
@@ -450,9 +477,9 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
     }
     // torch.jit.save writes constants.pkl beside data.pkl, and traced_inputs.pkl for a traced
     // module (torch/csrc/jit/serialization/export_module.cpp).
-    const bool expected_pickle =
-        name.ends_with("/data.pkl") ||
-        (torchscript && (name.ends_with("/constants.pkl") || name.ends_with("/traced_inputs.pkl")));
+    const bool expected_pickle = is_top_record(name, "data.pkl") ||
+                                 (torchscript && (is_top_record(name, "constants.pkl") ||
+                                                  is_top_record(name, "traced_inputs.pkl")));
     // TorchScript archives keep debug pickles beside their code (code/*.debug_pkl).
     const bool is_pickle = name.ends_with(".pkl") || name.ends_with(".pickle");
     if (!is_pickle) continue;

@@ -122,6 +122,34 @@ TEST_CASE("scan: a file that is neither zip nor pickle is not a checkpoint") {
   CHECK_THROWS_AS((void)pthload::scan("/nonexistent/pthload/scan.pt"), pthload::IoError);
 }
 
+TEST_CASE("scan: only the first record's folder holds the pickles torch runs, as open() reads") {
+  using pthload::test::TempFile;
+  using pthload::test::zip_build::build;
+  // A constants.pkl in another folder makes no TorchScript archive: a code record beside it is
+  // still reported, and that folder's pickles are ones torch.load never runs.
+  const auto elsewhere = TempFile(build({{.name = "ck/data.pkl", .data = clean_pickle()},
+                                         {.name = "ck/data/0", .data = float_record(6)},
+                                         {.name = "other/constants.pkl", .data = clean_pickle()},
+                                         {.name = "other/code/m.py", .data = "x = 1\n"}})
+                                      .bytes);
+  const auto report = pthload::scan(elsewhere.path());
+  CHECK(report.format == "zip");
+  CHECK(pthload::open(elsewhere.path()).format() == pthload::Format::kZip);
+  CHECK(has_finding(report, "a code record outside a TorchScript archive"));
+  CHECK(has_finding(report, "a pickle record torch.save does not write"));
+  CHECK(has_finding(report, "2 records lie outside the folder ck/ that the first record names"));
+  CHECK(report.verdict == Verdict::kUnknown);
+
+  // A data.pkl outside the first record's folder is not the one torch.load looks for.
+  const auto misplaced = TempFile(build({{.name = "ck/version", .data = "3\n"},
+                                         {.name = "other/data.pkl", .data = clean_pickle()}})
+                                      .bytes);
+  const auto misplaced_report = pthload::scan(misplaced.path());
+  CHECK(misplaced_report.verdict == Verdict::kNotACheckpoint);
+  CHECK(has_finding(misplaced_report, "no ck/data.pkl"));
+  CHECK_THROWS_AS((void)pthload::open(misplaced.path()), pthload::FormatError);
+}
+
 TEST_CASE("verify_records: every record's CRC-32, one problem per bad record") {
   const auto file =
       checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
