@@ -234,9 +234,12 @@ std::variant<NumpyArray, NumpyOpaque> read_numpy(const Value& value, SpelledByte
   NumpyArray array{.dtype = *dtype.dtype, .big_endian = dtype.big_endian};
   const Value& shape = *fields[0];
   if (!shape.is(Kind::kTuple) && !shape.is(Kind::kList)) bad_numpy("its shape is not a tuple");
-  if (shape.items().size() > kMaxDims) {
-    bad_numpy(
-        fmt::format("its shape has {} dimensions (at most {})", shape.items().size(), kMaxDims));
+  // numpy 2's NPY_MAXDIMS (32 before numpy 2): numpy cannot make, or unpickle, an array of more.
+  constexpr std::size_t kMaxNumpyDims = 64;
+  static_assert(kMaxNumpyDims <= kMaxDims);
+  if (shape.items().size() > kMaxNumpyDims) {
+    bad_numpy(fmt::format("its shape has {} dimensions (at most {}, numpy's NPY_MAXDIMS)",
+                          shape.items().size(), kMaxNumpyDims));
   }
   for (const Value* size : shape.items()) {
     if (!size->is(Kind::kInt) || size->as_int() < 0) bad_numpy("its shape holds a non-size");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,7 +102,7 @@ inline const std::string kFortranInt32{
 /// writes the raw bytes' value (bytes, or protocol 2's _codecs.encode call) with `p`.
 template <typename WriteData>
 void numpy_array(PickleWriter& p, std::string_view code, std::string_view order,
-                 std::initializer_list<std::int64_t> shape, WriteData&& data) {
+                 std::span<const std::int64_t> shape, WriteData&& data) {
   p.global("numpy.core.multiarray", "_reconstruct").mark().global("numpy", "ndarray");
   p.ints({0}).str("b").tuple().reduce();
   p.mark().integer(1).ints(shape);
@@ -111,6 +112,11 @@ void numpy_array(PickleWriter& p, std::string_view code, std::string_view order,
   p.boolean(false);
   data(p);
   p.tuple().build();
+}
+template <typename WriteData>
+void numpy_array(PickleWriter& p, std::string_view code, std::string_view order,
+                 std::initializer_list<std::int64_t> shape, WriteData&& data) {
+  numpy_array(p, code, order, std::span(shape.begin(), shape.size()), data);
 }
 
 // {'a': <numpy pickle>}

@@ -62,6 +62,27 @@ TEST_CASE("torch: malformed numpy arrays are FormatErrors") {
         Errc::kTorchBadNumpyArray);
 }
 
+TEST_CASE("torch: numpy arrays have at most 64 dimensions, numpy's NPY_MAXDIMS") {
+  const auto array_of_rank = [](std::size_t rank) {
+    const std::vector<std::int64_t> shape(rank, 1);
+    PickleWriter p;
+    pthload::test::numpy_array(p, "u1", "|", shape, [](PickleWriter& w) {
+      w.op('C').raw(std::string(1, '\x01')).raw("\x07");  // SHORT_BINBYTES b'\x07'
+    });
+    return checkpoint_file(dict_of(p.bytes()), {});
+  };
+  const auto checkpoint = pthload::open(array_of_rank(64).path());
+  REQUIRE(checkpoint.tensors().size() == 1);
+  CHECK(checkpoint.tensors()[0].tensor.dim() == 64);
+  try {
+    (void)pthload::open(array_of_rank(65).path());
+    FAIL("a 65-dimension numpy array was accepted");
+  } catch (const pthload::FormatError& e) {
+    CHECK(e.code() == Errc::kTorchBadNumpyArray);
+    CHECK(std::string(e.what()).find("65 dimensions (at most 64,") != std::string::npos);
+  }
+}
+
 TEST_CASE("torch: numpy arrays sharing spelled bytes decode each spelling once") {
   // A memoized str of 64 KiB ('a's, memo 0) under 2001 arrays: 1000 share one memoized BUILD
   // state (memo 1) holding _codecs.encode(str, 'latin1'); 1000 have encode calls of their own,
