@@ -80,17 +80,18 @@ class PTHLOAD_API Checkpoint {
 
   /// Moves every storage to `device` (CPU ↔ CUDA, or from one GPU to another), as
   /// `load(path, {.map_location = map_to(device)})` would have placed them; after open(), places
-  /// them. CPU storages become owned copies; GPU copies go through the same pipeline as load()
-  /// (`options`). `device` is checked as a map_location answer is (device.hpp); kSkipStorage is
-  /// not a device here. All or nothing: when it throws (DeviceError as load();
-  /// UnsupportedError(kDeviceUnsupportedType) for kSkipStorage, a device type outside the enum,
-  /// a move to meta, or a move of a checkpoint with a storage on meta, which has no bytes —
-  /// torch's "Cannot copy out of meta tensor") every storage is where it was. Tensors see the
-  /// move: they share their storages.
-  /// The bytes a storage held before are released, so pointers taken from them
-  /// (Tensor::data(), Storage::bytes()) dangle once it returns — unless a hold on them lives
-  /// (Tensor::hold_bytes(), a DLPack tensor exported with to_dlpack until its deleter runs),
-  /// which then owns them.
+  /// them as load() with open()'s options would have (its verify_crc, floating_dtype,
+  /// copy_cpu_storages, io), `device` as map_location and `options` as cuda. Errors name the
+  /// file (ErrorContext::path). CPU storages moved from a GPU become owned copies; GPU copies go
+  /// through the same pipeline as load() (`options`). `device` is checked as a map_location answer
+  /// is (device.hpp); kSkipStorage is not a device here. All or nothing: when it throws
+  /// (DeviceError as load(); UnsupportedError(kDeviceUnsupportedType) for kSkipStorage, a device
+  /// type outside the enum, a move to meta, or a move of a checkpoint with a storage on meta, which
+  /// has no bytes — torch's "Cannot copy out of meta tensor") every storage is where it was.
+  /// Tensors see the move: they share their storages. The bytes a storage held before are released,
+  /// so pointers taken from them (Tensor::data(), Storage::bytes()) dangle once it returns — unless
+  /// a hold on them lives (Tensor::hold_bytes(), a DLPack tensor exported with to_dlpack until its
+  /// deleter runs), which then owns them.
   void to(Device device, const CudaOptions& options = {});
 
  private:

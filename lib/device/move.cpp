@@ -69,8 +69,10 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
   const bool unplaced = std::any_of(state.storages.begin(), state.storages.end(),
                                     [](const auto& s) { return !s->is_placed(); });
   if (unplaced) {
-    // After open(): placing is loading.
-    LoadOptions load_options{.map_location = map_to(device)};
+    // After open(): placing is loading, with what open() was asked (CRC checks, a
+    // floating_dtype, copies) as load() would have placed them.
+    LoadOptions load_options = state.open_options;
+    load_options.map_location = map_to(device);
     load_options.cuda = options;
     place_storages(checkpoint, load_options, backend);
     return;
@@ -161,7 +163,12 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
 }  // namespace device
 
 void Checkpoint::to(Device device, const CudaOptions& options) {
-  device::move_storages(*this, device, options, device::cuda_backend());
+  try {
+    device::move_storages(*this, device, options, device::cuda_backend());
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = state_->path;
+    throw;
+  }
 }
 
 }  // namespace pthload

@@ -161,6 +161,19 @@ void open_legacy(internal::CheckpointState& state, const LoadOptions& options) {
                                state.tensors, state.opaque_values);
 }
 
+// Keeps what Checkpoint::to() needs of `options` to place the storages as load() would.
+Checkpoint remember_options(Checkpoint checkpoint, const LoadOptions& options) {
+  LoadOptions& kept = internal::Access::state(checkpoint).open_options;
+  kept = options;
+  kept.map_location = {};
+  kept.select.clear();
+  kept.rename_prefix.clear();
+  kept.only.clear();
+  kept.exclude.clear();
+  kept.filter = nullptr;
+  return checkpoint;
+}
+
 }  // namespace
 
 std::string_view format_name(Format format) noexcept {
@@ -282,14 +295,15 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
   try {
     // A directory with a .metadata file, or that file: torch.distributed.checkpoint's (options
     // applied there).
-    if (torch::is_dcp_directory(path)) return torch::open_dcp(path, options);
+    if (torch::is_dcp_directory(path))
+      return remember_options(torch::open_dcp(path, options), options);
     if (const auto directory = torch::dcp_directory_of_metadata(path)) {
-      return torch::open_dcp(*directory, options);
+      return remember_options(torch::open_dcp(*directory, options), options);
     }
     // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
     // (It applies options' select, renames and filters itself, shard by shard.)
     if (const auto index = torch::shard_index_of(path)) {
-      return torch::open_sharded(*index, options);
+      return remember_options(torch::open_sharded(*index, options), options);
     }
     const std::string name = path.string();
     auto opened = common::with_context({.path = name},
@@ -297,7 +311,7 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
                                          std::move(opened.central_directory));
     torch::choose_tensors(internal::Access::state(checkpoint), options);
-    return checkpoint;
+    return remember_options(std::move(checkpoint), options);
   } catch (const std::bad_alloc&) {
     throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while opening",
                            {.path = path.string()});
@@ -309,7 +323,7 @@ Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
       std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
       options);
   torch::choose_tensors(internal::Access::state(checkpoint), options);
-  return checkpoint;
+  return remember_options(std::move(checkpoint), options);
 }
 
 }  // namespace pthload

@@ -18,6 +18,7 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/device.hpp"
 #include "pthload/dtype.hpp"
+#include "pthload/options.hpp"
 #include "pthload/tensor.hpp"
 #include "zip/archive.hpp"
 
@@ -122,6 +123,10 @@ struct CheckpointState {
   /// Storages a listed tensor is made from without viewing them: a nested tensor's buffer (it
   /// may have no component) and its sizes, strides and offsets tensors.
   std::vector<const Storage*> metadata_storages;
+  /// What open() was asked, for Checkpoint::to() to place an opened checkpoint's storages as
+  /// load() would have (CRC checks, floating_dtype, copies, io): its map_location and tensor
+  /// choice, which to() has no use for, are cleared.
+  LoadOptions open_options;
   /// Bytes of storage placement has taken from the file (a view counts its storage's bytes: it
   /// is what the caller may read); partial loads are tested by it (README "Partial loading").
   std::uint64_t placed_bytes = 0;

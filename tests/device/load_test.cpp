@@ -232,6 +232,28 @@ TEST_CASE("device: copy mode gives owned aligned buffers equal to the views") {
   }
 }
 
+TEST_CASE(
+    "device: to() after open() places as load() with open()'s options; its errors name the "
+    "file") {
+  const auto file = tagged_checkpoint();
+  auto opened = pthload::open(
+      file.path(), {.copy_cpu_storages = true, .floating_dtype = pthload::Dtype::kBFloat16});
+  opened.to(Device::cpu());
+  const auto& a = opened.tensor("a");
+  CHECK(a.dtype() == pthload::Dtype::kBFloat16);
+  CHECK_FALSE(a.storage().is_file_view());
+  CHECK(a.nbytes() == 4 * 2);
+
+  // Moving a placed checkpoint: the error names the file, as load()'s do.
+  auto loaded = pthload::load(file.path(), {.map_location = pthload::map_to("cpu")});
+  try {
+    loaded.to(Device::cuda(99));
+    FAIL("cuda:99 exists");
+  } catch (const pthload::DeviceError& e) {
+    CHECK(e.context().path == file.path().string());
+  }
+}
+
 TEST_CASE("device: meta placement reads no bytes") {
   const auto file = tagged_checkpoint();
   const auto checkpoint = pthload::load(file.path(), {.map_location = pthload::map_to("meta")});

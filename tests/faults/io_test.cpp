@@ -169,6 +169,17 @@ TEST_CASE("faults: LoadOptions::verify_crc checks the records a load reads, with
     corrupt_record(file.path(), "archive/data/0");
     CHECK(load(file.path(), unchecked).tensors().size() == 1);  // torch never checks
     CHECK(open(file.path(), checked).tensors().size() == 1);    // open() reads no storage
+    // to() after open() places the storages as load() with open()'s options would have.
+    auto opened = open(file.path(), checked);
+    try {
+      opened.to(pthload::Device::cpu());
+      FAIL("to() after open() with verify_crc placed a storage whose CRC is wrong");
+    } catch (const FormatError& e) {
+      CHECK(e.code() == Errc::kZipCrcMismatch);
+      CHECK(e.context().record == "archive/data/0");
+      CHECK(e.context().path == file.path().string());
+    }
+    CHECK_FALSE(opened.storages()[0]->is_placed());
     try {
       (void)load(file.path(), checked);
       FAIL("no error");
