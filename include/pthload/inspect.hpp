@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,10 @@ struct TreeOptions {
 /// Empty for a file without a pickle (safetensors).
 [[nodiscard]] PTHLOAD_API std::string object_tree(const Checkpoint& checkpoint,
                                                   const TreeOptions& options = {});
+/// The same text written to `out` as it is made, in pieces of a few KiB: a pickle of millions
+/// of values prints without its whole text in memory.
+PTHLOAD_API void object_tree(std::ostream& out, const Checkpoint& checkpoint,
+                             const TreeOptions& options = {});
 
 /// A Python global (module.name) the pickle names.
 struct GlobalReference {

@@ -92,14 +92,28 @@ void for_each_value(const Value& root, Visit&& visit) {
 
 }  // namespace
 
-std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options) {
-  const auto& state = internal::Access::state(checkpoint);
+namespace {
+
+pickle::PrintOptions print_options_of(const TreeOptions& options) {
   pickle::PrintOptions print_options;
   print_options.max_depth = options.max_depth;
   print_options.max_items = options.max_items;
   print_options.max_string = options.max_string;
+  return print_options;
+}
+
+}  // namespace
+
+std::string object_tree(const Checkpoint& checkpoint, const TreeOptions& options) {
+  const auto& state = internal::Access::state(checkpoint);
   if (state.pickle.root == nullptr) return {};  // a safetensors file has no pickle
-  return pickle::print(*state.pickle.root, print_options);
+  return pickle::print(*state.pickle.root, print_options_of(options));
+}
+
+void object_tree(std::ostream& out, const Checkpoint& checkpoint, const TreeOptions& options) {
+  const auto& state = internal::Access::state(checkpoint);
+  if (state.pickle.root == nullptr) return;
+  pickle::print(out, *state.pickle.root, print_options_of(options));
 }
 
 std::vector<GlobalReference> referenced_globals(const Checkpoint& checkpoint) {

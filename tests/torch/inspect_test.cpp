@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "pthload/checkpoint.hpp"
@@ -70,4 +71,12 @@ TEST_CASE("inspect: the object tree shows the opaque call with its arguments") {
   pthload::TreeOptions few;
   few.max_items = 1;
   CHECK(pthload::object_tree(checkpoint, few).find("(3 more)") != std::string::npos);
+
+  // Streamed to an ostream: the same text.
+  std::ostringstream streamed;
+  pthload::object_tree(streamed, checkpoint, few);
+  CHECK(streamed.str() == pthload::object_tree(checkpoint, few));
+  std::ostringstream whole;
+  pthload::object_tree(whole, checkpoint);
+  CHECK(whole.str() == tree);
 }

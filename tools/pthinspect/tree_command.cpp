@@ -18,7 +18,8 @@ struct TreeArgs {
 
 int run_tree(const TreeArgs& args) {
   const auto checkpoint = pthload::open(args.path);
-  std::cout << pthload::object_tree(checkpoint, args.options) << '\n';
+  pthload::object_tree(std::cout, checkpoint, args.options);
+  std::cout << '\n';
   return 0;
 }
 
