@@ -25,7 +25,7 @@ SAFETENSORS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bf
 
 
 def _uni(s):
-    b = s.encode()
+    b = s.encode("utf-8", "surrogatepass")  # as CPython's pickler writes a lone surrogate
     return b"X" + struct.pack("<I", len(b)) + b
 
 

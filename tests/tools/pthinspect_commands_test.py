@@ -207,6 +207,17 @@ result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
 check(result.returncode == 1 and b"'a/b' and 'a_b' would both be written to a_b.npy" in
       result.stderr, f"export --to npy file clash: {result}")
 
+# A key with a lone surrogate (Python allows it; pickle writes it with 'surrogatepass') is no
+# valid UTF-8: JSON shows U+FFFD for each of its three bytes, as stat and scan do, instead of an
+# internal error.
+surrogate = os.path.join(tmp, "surrogate.pt")
+with open(surrogate, "wb") as f:
+    f.write(ckpt.checkpoint([("a\ud800b", "0", 0, [8], [1]), ("ok", "6", 0, [3], [1])], STORAGES))
+result = run("ls", "--json", "--checksum", surrogate)
+names = [t["name"] for t in json.loads(result.stdout)["tensors"]] if result.returncode == 0 else []
+check(names == ["a\ufffd\ufffd\ufffdb", "ok"], f"ls --json of a lone surrogate: {result.returncode} {names} "
+      f"{result.stderr[:200]!r}")
+
 # Shards and transformers' index.
 sharded = os.path.join(tmp, "shards", "model.safetensors")
 os.makedirs(os.path.dirname(sharded))

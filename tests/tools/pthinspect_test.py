@@ -134,6 +134,28 @@ for tensor in listed["tensors"]:
     check(by_name.get(tensor["name"]) == tensor["xxh3"],
           f"ls --checksum table: {tensor['name']} {by_name.get(tensor['name'])} != {tensor['xxh3']}")
 
+# ls --json writes its document a tensor at a time, most entries by hand: every fixture's
+# document must read exactly as a JSON library lays it out (indent 1, keys sorted). Documents
+# with floats (a quantized tensor's scale) are left out: Python and nlohmann print some doubles
+# differently.
+laid_out = 0
+for folder, _, files in os.walk(FIXTURES):
+    for file in sorted(files):
+        if not file.endswith((".pt", ".pth", ".bin", ".ckpt", ".safetensors")):
+            continue
+        result = run("ls", "--json", "--checksum", os.path.join(folder, file))
+        if result.returncode != 0:
+            continue
+        text = result.stdout.decode()
+        floats = []
+        document = json.loads(text, parse_float=lambda number: floats.append(number) or 0.0)
+        if floats:
+            continue
+        expected = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        check(text == expected, f"ls --json {file}: not laid out as json.dumps(indent=1) lays it out")
+        laid_out += 1
+check(laid_out >= 100, f"ls --json layout: only {laid_out} fixtures compared")
+
 for failure in failures:
     print("FAIL:", failure)
 print(f"pthinspect: {checks - len(failures)} passed, {len(failures)} failed")

@@ -1,9 +1,13 @@
 // `pthinspect ls FILE`: the tensors of a checkpoint, as a table or as DESIGN.md's JSON schema.
 #include <chrono>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <ostream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -45,8 +49,14 @@ std::string checksum_of(const pthload::NamedTensor& named, const std::string& pa
   }
 }
 
-nlohmann::json tensor_json(const pthload::NamedTensor& named, const std::string& path,
-                           bool checksum) {
+// Whether the schema gives the tensor an "xxh3": a strided tensor with bytes (a sparse
+// tensor's parts are entries of their own).
+bool has_checksum(const pthload::Tensor& t) {
+  return t.layout() == pthload::Layout::kStrided && t.has_storage();
+}
+
+// A tensor's entry, its checksum aside.
+nlohmann::json tensor_json(const pthload::NamedTensor& named) {
   const pthload::Tensor& t = named.tensor;
   const auto shape = std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end());
   if (t.layout() != pthload::Layout::kStrided) {
@@ -82,8 +92,105 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named, const std::string&
       entry["axis"] = q->axis;
     }
   }
-  if (checksum && t.has_storage()) entry["xxh3"] = checksum_of(named, path);
   return entry;
+}
+
+// JSON text of `value`, laid out with `indent`. A name that is no valid UTF-8 (a Python key with
+// a lone surrogate, which pickle writes with 'surrogatepass') shows U+FFFD there, as in the
+// other commands' JSON, instead of failing the command.
+std::string json_text(const nlohmann::json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// `value.dump(1)` as it reads `depth` levels down a document dumped with indent 1.
+std::string indented(const nlohmann::json& value, std::size_t depth) {
+  const std::string text = json_text(value, 1);
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    out += c;
+    // JSON strings escape their newlines: every raw one begins a line of the layout.
+    if (c == '\n') out.append(depth, ' ');
+  }
+  return out;
+}
+
+// A list of ints as indented() lays it out three levels down: an entry's field.
+void append_int_list(std::string& out, std::span<const std::int64_t> values) {
+  if (values.empty()) {
+    out += "[]";
+    return;
+  }
+  out += "[\n";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    fmt::format_to(std::back_inserter(out), "    {}{}", values[i],
+                   i + 1 < values.size() ? ",\n" : "\n");
+  out += "   ]";
+}
+
+// The entry of an ordinary tensor (strided; no quantization, subclass or numpy source: nearly
+// every tensor of a checkpoint) as indented(tensor_json(...), 2) writes it, without making the
+// json object (eight map nodes and their strings per tensor). Returns false, writing nothing,
+// for any other tensor.
+bool append_plain_entry(std::string& out, const pthload::NamedTensor& named,
+                        const std::string* checksum) {
+  const pthload::Tensor& t = named.tensor;
+  if (t.layout() != pthload::Layout::kStrided || t.quantization() != nullptr ||
+      t.wrapper_subclass() != nullptr || (t.has_storage() && t.storage().is_in_pickle())) {
+    return false;
+  }
+  const auto text = [](std::string_view value) { return json_text(value); };
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "{{\n   \"dtype\": {},\n   \"location\": {},\n   \"name\": {},\n",
+                 text(pthload::dtype_name(t.dtype())), text(location_of(t)), text(named.name));
+  fmt::format_to(it, "   \"nbytes\": {},\n   \"shape\": ", t.nbytes());
+  append_int_list(out, t.sizes());
+  fmt::format_to(it, ",\n   \"storage\": {},\n   \"storage_offset\": {},\n   \"stride\": ",
+                 t.has_storage() ? text(t.storage().key()) : std::string("null"),
+                 t.storage_offset());
+  append_int_list(out, t.strides());
+  if (checksum != nullptr) fmt::format_to(it, ",\n   \"xxh3\": {}", text(*checksum));
+  out += "\n  }";
+  return true;
+}
+
+// DESIGN.md's document, exactly as nlohmann's dump(1) of it reads (keys sorted), written a
+// tensor at a time: 100 000 tensors are 20 MB of text, and a document tree of them took 130 MB
+// and most of the command's time. `checksums` is empty, or one per tensor.
+void write_json(std::ostream& out, const pthload::Checkpoint& checkpoint,
+                const std::vector<std::string>& checksums) {
+  out << "{\n \"format\": " << json_text(pthload::format_name(checkpoint.format()));
+  if (!checkpoint.opaque_values().empty()) {
+    auto opaque = nlohmann::json::array();
+    for (const auto& value : checkpoint.opaque_values())
+      opaque.push_back({{"name", value.name}, {"reason", value.reason}});
+    out << ",\n \"opaque\": " << indented(opaque, 1);
+  }
+  out << ",\n \"tensors\": ";
+  const auto tensors = checkpoint.tensors();
+  if (tensors.empty()) {
+    out << "[]";
+  } else {
+    out << "[\n";
+    std::string text;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const std::string* checksum =
+          !checksums.empty() && has_checksum(tensors[i].tensor) ? &checksums[i] : nullptr;
+      text.clear();
+      if (!append_plain_entry(text, tensors[i], checksum)) {
+        auto entry = tensor_json(tensors[i]);
+        if (checksum != nullptr) entry["xxh3"] = *checksum;
+        text = indented(entry, 2);
+      }
+      out << "  " << text << (i + 1 < tensors.size() ? ",\n" : "\n");
+    }
+    out << " ]";
+  }
+  auto unused = nlohmann::json::array();
+  for (const auto& storage : checkpoint.unused_storages())
+    unused.push_back(
+        {{"key", storage.key}, {"record", storage.record}, {"nbytes", storage.nbytes}});
+  out << ",\n \"unused_storages\": " << indented(unused, 1) << "\n}\n";
 }
 
 // Storages no listed tensor uses are what a reader that drops tensors leaves behind: said on
@@ -116,24 +223,15 @@ int run_ls(const LsArgs& args) {
   const pthload::Checkpoint checkpoint =
       args.checksum ? pthload::load(args.path, options) : pthload::open(args.path, options);
   if (args.json) {
-    auto tensors = nlohmann::json::array();
-    for (const auto& named : checkpoint.tensors())
-      tensors.push_back(tensor_json(named, args.path, args.checksum));
-    nlohmann::json out{{"format", pthload::format_name(checkpoint.format())},
-                       {"tensors", std::move(tensors)}};
-    if (!checkpoint.opaque_values().empty()) {
-      auto opaque = nlohmann::json::array();
-      for (const auto& value : checkpoint.opaque_values())
-        opaque.push_back({{"name", value.name}, {"reason", value.reason}});
-      out["opaque"] = std::move(opaque);
+    // Every checksum first: an error (a view too large to read) must leave stdout empty, not
+    // half a document.
+    std::vector<std::string> checksums;
+    if (args.checksum) {
+      checksums.reserve(checkpoint.tensors().size());
+      for (const auto& named : checkpoint.tensors())
+        checksums.push_back(has_checksum(named.tensor) ? checksum_of(named, args.path) : "");
     }
-    auto unused = nlohmann::json::array();
-    for (const auto& storage : checkpoint.unused_storages()) {
-      unused.push_back(
-          {{"key", storage.key}, {"record", storage.record}, {"nbytes", storage.nbytes}});
-    }
-    out["unused_storages"] = std::move(unused);
-    std::cout << out.dump(1) << '\n';
+    write_json(std::cout, checkpoint, checksums);
     warn_unused_storages(checkpoint, args.path);
     return 0;
   }
