@@ -17,6 +17,7 @@
 #include "choose.hpp"
 #include "commands.hpp"
 #include "io_option.hpp"
+#include "json_layout.hpp"
 #include "output.hpp"
 
 namespace pthinspect {
@@ -95,39 +96,6 @@ nlohmann::json tensor_json(const pthload::NamedTensor& named) {
   return entry;
 }
 
-// JSON text of `value`, laid out with `indent`. A name that is no valid UTF-8 (a Python key with
-// a lone surrogate, which pickle writes with 'surrogatepass') shows U+FFFD there, as in the
-// other commands' JSON, instead of failing the command.
-std::string json_text(const nlohmann::json& value, int indent = -1) {
-  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// `value.dump(1)` as it reads `depth` levels down a document dumped with indent 1.
-std::string indented(const nlohmann::json& value, std::size_t depth) {
-  const std::string text = json_text(value, 1);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    out += c;
-    // JSON strings escape their newlines: every raw one begins a line of the layout.
-    if (c == '\n') out.append(depth, ' ');
-  }
-  return out;
-}
-
-// A list of ints as indented() lays it out three levels down: an entry's field.
-void append_int_list(std::string& out, std::span<const std::int64_t> values) {
-  if (values.empty()) {
-    out += "[]";
-    return;
-  }
-  out += "[\n";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    fmt::format_to(std::back_inserter(out), "    {}{}", values[i],
-                   i + 1 < values.size() ? ",\n" : "\n");
-  out += "   ]";
-}
-
 // The entry of an ordinary tensor (strided; no quantization, subclass or numpy source: nearly
 // every tensor of a checkpoint) as indented(tensor_json(...), 2) writes it, without making the
 // json object (eight map nodes and their strings per tensor). Returns false, writing nothing,
@@ -144,11 +112,11 @@ bool append_plain_entry(std::string& out, const pthload::NamedTensor& named,
   fmt::format_to(it, "{{\n   \"dtype\": {},\n   \"location\": {},\n   \"name\": {},\n",
                  text(pthload::dtype_name(t.dtype())), text(location_of(t)), text(named.name));
   fmt::format_to(it, "   \"nbytes\": {},\n   \"shape\": ", t.nbytes());
-  append_int_list(out, t.sizes());
+  append_int_list(out, t.sizes(), 3);
   fmt::format_to(it, ",\n   \"storage\": {},\n   \"storage_offset\": {},\n   \"stride\": ",
                  t.has_storage() ? text(t.storage().key()) : std::string("null"),
                  t.storage_offset());
-  append_int_list(out, t.strides());
+  append_int_list(out, t.strides(), 3);
   if (checksum != nullptr) fmt::format_to(it, ",\n   \"xxh3\": {}", text(*checksum));
   out += "\n  }";
   return true;

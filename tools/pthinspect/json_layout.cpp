@@ -1,0 +1,58 @@
+// JSON documents written a piece at a time (json_layout.hpp).
+#include "json_layout.hpp"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+namespace pthinspect {
+
+std::string json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string indented(const nlohmann::json& value, std::size_t depth) {
+  const std::string text = json_text(value, 1);
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    out += c;
+    // JSON strings escape their newlines: every raw one begins a line of the layout.
+    if (c == '\n') out.append(depth, ' ');
+  }
+  return out;
+}
+
+void append_int_list(std::string& out, std::span<const std::int64_t> values, std::size_t depth) {
+  if (values.empty()) {
+    out += "[]";
+    return;
+  }
+  out += "[\n";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out.append(depth + 1, ' ');
+    fmt::format_to(std::back_inserter(out), "{}{}", values[i],
+                   i + 1 < values.size() ? ",\n" : "\n");
+  }
+  out.append(depth, ' ');
+  out += ']';
+}
+
+std::string document_of_list(std::string_view key, std::span<const std::string> items) {
+  std::string out = "{\n " + json_text(std::string(key)) + ": ";
+  if (items.empty()) {
+    out += "[]";
+  } else {
+    out += "[\n";
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      out += "  ";
+      out += items[i];
+      out += i + 1 < items.size() ? ",\n" : "\n";
+    }
+    out += " ]";
+  }
+  out += "\n}";
+  return out;
+}
+
+}  // namespace pthinspect
