@@ -28,7 +28,9 @@ class Interpreter {
       : limits_(machine.limits_),
         options_(options),
         data_(input.data()),
-        size_(input.size()),
+        input_end_(input.data() + input.size()),
+        cursor_(input.data()),
+        op_(input.data()),
         stack_buffer_(machine.stack_),
         marks_(machine.marks_),
         sparse_memo_(machine.sparse_memo_),
@@ -67,13 +69,22 @@ class Interpreter {
     fail(Errc::kPickleStackUnderflow, fmt::format("stack underflow in {}", name()));
   }
   [[nodiscard]] ErrorContext context() const {
-    return {.offset = options_.base_offset + op_offset_, .opcode = opcode()};
+    return {.offset = options_.base_offset + op_offset(), .opcode = opcode()};
   }
   // The opcode being run: the byte at its offset (every error with an opcode is raised after
   // that byte was read), so the loop has nothing to store for it.
   [[nodiscard]] std::uint8_t opcode() const noexcept {
-    PTHLOAD_ASSERT(op_offset_ < size_);
-    return std::to_integer<std::uint8_t>(data_[op_offset_]);
+    PTHLOAD_ASSERT(op_ < input_end_);
+    return std::to_integer<std::uint8_t>(*op_);
+  }
+  [[nodiscard]] std::size_t op_offset() const noexcept {
+    return static_cast<std::size_t>(op_ - data_);
+  }
+  [[nodiscard]] std::size_t pos() const noexcept {
+    return static_cast<std::size_t>(cursor_ - data_);
+  }
+  [[nodiscard]] std::size_t remaining() const noexcept {
+    return static_cast<std::size_t>(input_end_ - cursor_);
   }
   [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode()); }
 
@@ -82,12 +93,12 @@ class Interpreter {
   // own budget, which otherwise makes some of them calls (take() alone cost 20 instructions
   // per opcode as a call).
   [[gnu::always_inline]] const std::byte* take(std::size_t count) {
-    if (count > size_ - pos_) {
+    if (count > remaining()) {
       fail(Errc::kPickleTruncated,
-           fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, size_ - pos_));
+           fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, remaining()));
     }
-    const std::byte* p = data_ + pos_;
-    pos_ += count;
+    const std::byte* p = cursor_;
+    cursor_ += count;
     return p;
   }
   template <typename T>
@@ -95,13 +106,13 @@ class Interpreter {
     return common::load_le<T>(take(sizeof(T)));
   }
   std::string_view line() {
-    PTHLOAD_ASSERT(pos_ <= size_);  // take() and line() never step past the end
-    const auto* start = reinterpret_cast<const char*>(data_ + pos_);
-    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', size_ - pos_));
+    PTHLOAD_ASSERT(cursor_ <= input_end_);  // take() and line() never step past the end
+    const auto* start = reinterpret_cast<const char*>(cursor_);
+    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', remaining()));
     if (newline == nullptr) {
       fail(Errc::kPickleTruncated, fmt::format("truncated {}: no end of line", name()));
     }
-    pos_ += static_cast<std::size_t>(newline - start) + 1;
+    cursor_ += static_cast<std::size_t>(newline - start) + 1;
     return {start, static_cast<std::size_t>(newline - start)};
   }
   [[gnu::always_inline]] std::string_view chars(std::size_t count) {
@@ -109,7 +120,7 @@ class Interpreter {
   }
   std::size_t length_u64() {
     const auto length = le<std::uint64_t>();
-    if (length > size_ - pos_) take(length);  // reports the truncation
+    if (length > remaining()) take(length);  // reports the truncation
     return static_cast<std::size_t>(length);
   }
 
@@ -263,10 +274,12 @@ class Interpreter {
 
   const Limits& limits_;
   const RunOptions& options_;
+  // The input as pointers rather than offsets: reading an opcode then costs no addition
+  // (offsets, for errors and the Result, are taken from data_).
   const std::byte* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-  std::size_t op_offset_ = 0;
+  const std::byte* input_end_;
+  const std::byte* cursor_;  // the next byte to read
+  const std::byte* op_;      // the opcode being run
   int protocol_ = 0;
   std::vector<Value*>& stack_buffer_;
   Value** base_ = nullptr;
@@ -643,7 +656,7 @@ inline void Interpreter::load_persistent(Value* id) {
   const Value* value = nullptr;
   if (options_.persistent_load) {
     // The torch layer's errors about the id are located at this opcode.
-    value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode()},
+    value = common::with_context({.offset = options_.base_offset + op_offset(), .opcode = opcode()},
                                  [&] { return options_.persistent_load(*id, arena_); });
   }
   // Values only come into being in an arena, non-const: handing one back as const and taking
@@ -658,14 +671,14 @@ Result Interpreter::finish() {
     fail(Errc::kPickleBadStop,
          fmt::format("STOP with {} values on the stack (expected one)", stack_size()));
   }
-  if (!options_.allow_trailing_bytes && pos_ != size_) {
+  if (!options_.allow_trailing_bytes && cursor_ != input_end_) {
     throw FormatError(Errc::kPickleTrailingBytes,
-                      fmt::format("pickle: {} trailing bytes after STOP", size_ - pos_),
-                      {.offset = options_.base_offset + pos_, .opcode = opcode()});
+                      fmt::format("pickle: {} trailing bytes after STOP", remaining()),
+                      {.offset = options_.base_offset + pos(), .opcode = opcode()});
   }
   Result result;
   result.root = base_[0];
-  result.end_offset = pos_;
+  result.end_offset = pos();
   result.protocol = protocol_;
   result.arena = std::make_unique<ValueArena>(std::move(arena_));
   return result;
@@ -673,12 +686,12 @@ Result Interpreter::finish() {
 
 Result Interpreter::run() {
   for (;;) {
-    op_offset_ = pos_;
-    if (pos_ >= size_) {
+    op_ = cursor_;
+    if (cursor_ >= input_end_) {
       throw FormatError(Errc::kPickleNoStop, "pickle: input ended before STOP",
-                        {.offset = options_.base_offset + pos_});
+                        {.offset = options_.base_offset + pos()});
     }
-    const auto this_opcode = static_cast<Opcode>(std::to_integer<std::uint8_t>(data_[pos_++]));
+    const auto this_opcode = static_cast<Opcode>(std::to_integer<std::uint8_t>(*cursor_++));
     switch (this_opcode) {
       // ---- framing and control ----
       case Opcode::kProto: {
