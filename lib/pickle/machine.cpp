@@ -685,9 +685,12 @@ Result Interpreter::finish() {
 }
 
 Result Interpreter::run() {
+  // A local the compiler can keep in a register: the member is read again after every opcode
+  // whose body calls out (callbacks, slow paths), which may, for all it knows, change it.
+  const std::byte* const input_end = input_end_;
   for (;;) {
     op_ = cursor_;
-    if (cursor_ >= input_end_) {
+    if (cursor_ >= input_end) {
       throw FormatError(Errc::kPickleNoStop, "pickle: input ended before STOP",
                         {.offset = options_.base_offset + pos()});
     }
