@@ -61,9 +61,20 @@ class Interpreter {
     throw UnsupportedError(Errc::kPickleUnsupportedOpcode,
                            fmt::format("pickle: {} is not supported: {}", name(), why), context());
   }
-  // Out of line, so that its call differs from the default case's code (see the switch).
+  // The switch's default. Out of line, so that the opcode is read again from the input: inline,
+  // the compiler kept each opcode's byte in a register for it, one more instruction per opcode.
   [[noreturn, gnu::noinline]] void fail_unknown_opcode() const {
     fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode()));
+  }
+  // EXT1/2/4 (the argument, the extension code, is read for the message). The width comes from
+  // the case rather than from the opcode byte, which the loop would otherwise keep for it.
+  [[noreturn]] void fail_extension(std::size_t width) {
+    std::uint32_t code = 0;
+    const std::byte* p = take(width);
+    for (std::size_t i = 0; i < width; ++i)
+      code |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+    fail_unsupported(fmt::format(
+        "extension code {} needs the copyreg extension registry of the writing process", code));
   }
   [[noreturn]] void fail_underflow() const {
     fail(Errc::kPickleStackUnderflow, fmt::format("stack underflow in {}", name()));
@@ -931,18 +942,11 @@ Result Interpreter::run() {
 
       // ---- valid pickle, but nothing a file can use ----
       case Opcode::kExt1:
+        fail_extension(1);
       case Opcode::kExt2:
-      case Opcode::kExt4: {
-        const std::size_t width = this_opcode == Opcode::kExt1   ? 1
-                                  : this_opcode == Opcode::kExt2 ? 2
-                                                                 : 4;
-        std::uint32_t code = 0;
-        const std::byte* p = take(width);
-        for (std::size_t i = 0; i < width; ++i)
-          code |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-        fail_unsupported(fmt::format(
-            "extension code {} needs the copyreg extension registry of the writing process", code));
-      }
+        fail_extension(2);
+      case Opcode::kExt4:
+        fail_extension(4);
       case Opcode::kNextBuffer:
         fail_unsupported("out-of-band buffers exist only in the writing process");
       case Opcode::kReadonlyBuffer:
@@ -953,13 +957,14 @@ Result Interpreter::run() {
       // No opcodes either, but given cases of their own, apart from default's: the jump table
       // then spans every byte and needs no range check before the jump (4 of the about 18
       // instructions the loop spends on each opcode). Cases that went where default goes would
-      // be folded into it.
+      // be folded into it; their messages are default's, spelled out (see fail_unknown_opcode).
       case Opcode{0x00}:
+        fail(Errc::kPickleUnknownOpcode, "unknown opcode 0x00");
       case Opcode{0xff}:
+        fail(Errc::kPickleUnknownOpcode, "unknown opcode 0xff");
 #pragma GCC diagnostic pop
-        fail_unknown_opcode();
       default:
-        fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode()));
+        fail_unknown_opcode();
     }
   }
 }
