@@ -28,7 +28,9 @@ class Interpreter {
       : limits_(machine.limits_),
         options_(options),
         data_(input.data()),
-        size_(input.size()),
+        input_end_(input.data() + input.size()),
+        cursor_(input.data()),
+        op_(input.data()),
         stack_buffer_(machine.stack_),
         marks_(machine.marks_),
         sparse_memo_(machine.sparse_memo_),
@@ -59,17 +61,41 @@ class Interpreter {
     throw UnsupportedError(Errc::kPickleUnsupportedOpcode,
                            fmt::format("pickle: {} is not supported: {}", name(), why), context());
   }
+  // The switch's default. Out of line, so that the opcode is read again from the input: inline,
+  // the compiler kept each opcode's byte in a register for it, one more instruction per opcode.
+  [[noreturn, gnu::noinline]] void fail_unknown_opcode() const {
+    fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode()));
+  }
+  // EXT1/2/4 (the argument, the extension code, is read for the message). The width comes from
+  // the case rather than from the opcode byte, which the loop would otherwise keep for it.
+  [[noreturn]] void fail_extension(std::size_t width) {
+    std::uint32_t code = 0;
+    const std::byte* p = take(width);
+    for (std::size_t i = 0; i < width; ++i)
+      code |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+    fail_unsupported(fmt::format(
+        "extension code {} needs the copyreg extension registry of the writing process", code));
+  }
   [[noreturn]] void fail_underflow() const {
     fail(Errc::kPickleStackUnderflow, fmt::format("stack underflow in {}", name()));
   }
   [[nodiscard]] ErrorContext context() const {
-    return {.offset = options_.base_offset + op_offset_, .opcode = opcode()};
+    return {.offset = options_.base_offset + op_offset(), .opcode = opcode()};
   }
   // The opcode being run: the byte at its offset (every error with an opcode is raised after
   // that byte was read), so the loop has nothing to store for it.
   [[nodiscard]] std::uint8_t opcode() const noexcept {
-    PTHLOAD_ASSERT(op_offset_ < size_);
-    return std::to_integer<std::uint8_t>(data_[op_offset_]);
+    PTHLOAD_ASSERT(op_ < input_end_);
+    return std::to_integer<std::uint8_t>(*op_);
+  }
+  [[nodiscard]] std::size_t op_offset() const noexcept {
+    return static_cast<std::size_t>(op_ - data_);
+  }
+  [[nodiscard]] std::size_t pos() const noexcept {
+    return static_cast<std::size_t>(cursor_ - data_);
+  }
+  [[nodiscard]] std::size_t remaining() const noexcept {
+    return static_cast<std::size_t>(input_end_ - cursor_);
   }
   [[nodiscard]] std::string_view name() const noexcept { return opcode_name(opcode()); }
 
@@ -78,12 +104,12 @@ class Interpreter {
   // own budget, which otherwise makes some of them calls (take() alone cost 20 instructions
   // per opcode as a call).
   [[gnu::always_inline]] const std::byte* take(std::size_t count) {
-    if (count > size_ - pos_) {
+    if (count > remaining()) {
       fail(Errc::kPickleTruncated,
-           fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, size_ - pos_));
+           fmt::format("truncated {}: needs {} bytes, {} remain", name(), count, remaining()));
     }
-    const std::byte* p = data_ + pos_;
-    pos_ += count;
+    const std::byte* p = cursor_;
+    cursor_ += count;
     return p;
   }
   template <typename T>
@@ -91,13 +117,13 @@ class Interpreter {
     return common::load_le<T>(take(sizeof(T)));
   }
   std::string_view line() {
-    PTHLOAD_ASSERT(pos_ <= size_);  // take() and line() never step past the end
-    const auto* start = reinterpret_cast<const char*>(data_ + pos_);
-    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', size_ - pos_));
+    PTHLOAD_ASSERT(cursor_ <= input_end_);  // take() and line() never step past the end
+    const auto* start = reinterpret_cast<const char*>(cursor_);
+    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', remaining()));
     if (newline == nullptr) {
       fail(Errc::kPickleTruncated, fmt::format("truncated {}: no end of line", name()));
     }
-    pos_ += static_cast<std::size_t>(newline - start) + 1;
+    cursor_ += static_cast<std::size_t>(newline - start) + 1;
     return {start, static_cast<std::size_t>(newline - start)};
   }
   [[gnu::always_inline]] std::string_view chars(std::size_t count) {
@@ -105,7 +131,7 @@ class Interpreter {
   }
   std::size_t length_u64() {
     const auto length = le<std::uint64_t>();
-    if (length > size_ - pos_) take(length);  // reports the truncation
+    if (length > remaining()) take(length);  // reports the truncation
     return static_cast<std::size_t>(length);
   }
 
@@ -259,10 +285,12 @@ class Interpreter {
 
   const Limits& limits_;
   const RunOptions& options_;
+  // The input as pointers rather than offsets: reading an opcode then costs no addition
+  // (offsets, for errors and the Result, are taken from data_).
   const std::byte* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-  std::size_t op_offset_ = 0;
+  const std::byte* input_end_;
+  const std::byte* cursor_;  // the next byte to read
+  const std::byte* op_;      // the opcode being run
   int protocol_ = 0;
   std::vector<Value*>& stack_buffer_;
   Value** base_ = nullptr;
@@ -639,7 +667,7 @@ inline void Interpreter::load_persistent(Value* id) {
   const Value* value = nullptr;
   if (options_.persistent_load) {
     // The torch layer's errors about the id are located at this opcode.
-    value = common::with_context({.offset = options_.base_offset + op_offset_, .opcode = opcode()},
+    value = common::with_context({.offset = options_.base_offset + op_offset(), .opcode = opcode()},
                                  [&] { return options_.persistent_load(*id, arena_); });
   }
   // Values only come into being in an arena, non-const: handing one back as const and taking
@@ -654,27 +682,30 @@ Result Interpreter::finish() {
     fail(Errc::kPickleBadStop,
          fmt::format("STOP with {} values on the stack (expected one)", stack_size()));
   }
-  if (!options_.allow_trailing_bytes && pos_ != size_) {
+  if (!options_.allow_trailing_bytes && cursor_ != input_end_) {
     throw FormatError(Errc::kPickleTrailingBytes,
-                      fmt::format("pickle: {} trailing bytes after STOP", size_ - pos_),
-                      {.offset = options_.base_offset + pos_, .opcode = opcode()});
+                      fmt::format("pickle: {} trailing bytes after STOP", remaining()),
+                      {.offset = options_.base_offset + pos(), .opcode = opcode()});
   }
   Result result;
   result.root = base_[0];
-  result.end_offset = pos_;
+  result.end_offset = pos();
   result.protocol = protocol_;
   result.arena = std::make_unique<ValueArena>(std::move(arena_));
   return result;
 }
 
 Result Interpreter::run() {
+  // A local the compiler can keep in a register: the member is read again after every opcode
+  // whose body calls out (callbacks, slow paths), which may, for all it knows, change it.
+  const std::byte* const input_end = input_end_;
   for (;;) {
-    op_offset_ = pos_;
-    if (pos_ >= size_) {
+    op_ = cursor_;
+    if (cursor_ >= input_end) {
       throw FormatError(Errc::kPickleNoStop, "pickle: input ended before STOP",
-                        {.offset = options_.base_offset + pos_});
+                        {.offset = options_.base_offset + pos()});
     }
-    const auto this_opcode = static_cast<Opcode>(std::to_integer<std::uint8_t>(data_[pos_++]));
+    const auto this_opcode = static_cast<Opcode>(std::to_integer<std::uint8_t>(*cursor_++));
     switch (this_opcode) {
       // ---- framing and control ----
       case Opcode::kProto: {
@@ -911,25 +942,29 @@ Result Interpreter::run() {
 
       // ---- valid pickle, but nothing a file can use ----
       case Opcode::kExt1:
+        fail_extension(1);
       case Opcode::kExt2:
-      case Opcode::kExt4: {
-        const std::size_t width = this_opcode == Opcode::kExt1   ? 1
-                                  : this_opcode == Opcode::kExt2 ? 2
-                                                                 : 4;
-        std::uint32_t code = 0;
-        const std::byte* p = take(width);
-        for (std::size_t i = 0; i < width; ++i)
-          code |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-        fail_unsupported(fmt::format(
-            "extension code {} needs the copyreg extension registry of the writing process", code));
-      }
+        fail_extension(2);
+      case Opcode::kExt4:
+        fail_extension(4);
       case Opcode::kNextBuffer:
         fail_unsupported("out-of-band buffers exist only in the writing process");
       case Opcode::kReadonlyBuffer:
         fail_unsupported("it only follows NEXT_BUFFER, whose out-of-band buffers a file lacks");
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wswitch"  // the two bytes are no Opcode
+      // No opcodes either, but given cases of their own, apart from default's: the jump table
+      // then spans every byte and needs no range check before the jump (4 of the about 18
+      // instructions the loop spends on each opcode). Cases that went where default goes would
+      // be folded into it; their messages are default's, spelled out (see fail_unknown_opcode).
+      case Opcode{0x00}:
+        fail(Errc::kPickleUnknownOpcode, "unknown opcode 0x00");
+      case Opcode{0xff}:
+        fail(Errc::kPickleUnknownOpcode, "unknown opcode 0xff");
+#pragma GCC diagnostic pop
       default:
-        fail(Errc::kPickleUnknownOpcode, fmt::format("unknown opcode {:#04x}", opcode()));
+        fail_unknown_opcode();
     }
   }
 }
