@@ -72,6 +72,7 @@ void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOp
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
   for (auto& named : checkpoint.tensors) {
     Tensor& tensor = named.tensor;
+    if (!internal::Access::has_extras(tensor)) continue;
     const WrapperSubclass* wrapper = tensor.wrapper_subclass();
     if (wrapper == nullptr) continue;
     const StorageInfo info{.key = "",
@@ -92,6 +93,8 @@ void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOp
     placed->device = device;
     internal::Access::set_wrapper_subclass(tensor, std::move(placed), tensor.storage_offset());
   }
+  // Not a pass over every tensor for nothing: a checkpoint has no wrapper subclass, most often.
+  if (skipped.empty()) return;
   std::erase_if(checkpoint.tensors,
                 [&](const NamedTensor& named) { return skipped.contains(&named.tensor); });
 }
