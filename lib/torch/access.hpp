@@ -55,6 +55,12 @@ struct Access {
         common::BumpArenaAllocator<ConstructibleStorage>(arena), std::move(state));
   }
 
+  /// Whether `tensor` has parts, a quantization or a wrapper subclass: false for almost every
+  /// tensor, which passes over 100 000 of them then skip asking for each of the three.
+  [[nodiscard]] static bool has_extras(const Tensor& tensor) noexcept {
+    return tensor.extras_ != nullptr;
+  }
+
   /// Marks a storage-less tensor as a wrapper subclass, with the storage_offset a wrapper keeps
   /// without a storage (torch layer; the device layer replaces it once placed).
   static void set_wrapper_subclass(Tensor& tensor, std::shared_ptr<const WrapperSubclass> wrapper,

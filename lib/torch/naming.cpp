@@ -16,6 +16,7 @@
 #include "common/checked.hpp"
 #include "pickle/print.hpp"
 #include "pthload/error.hpp"
+#include "torch/access.hpp"
 #include "torch/globals.hpp"
 
 namespace pthload::torch {
@@ -25,13 +26,13 @@ using pickle::DictItem;
 using pickle::Kind;
 using pickle::Value;
 
+// Sized once and filled by two copies: each of an optimizer state's 100 000 names is made here,
+// and three checked appends after a reserve cost more than the allocation they follow.
 std::string join(const std::string& prefix, std::string_view part) {
   if (prefix.empty()) return std::string(part);
-  std::string name;
-  name.reserve(prefix.size() + 1 + part.size());
-  name += prefix;
-  name += '.';
-  name += part;
+  std::string name(prefix.size() + 1 + part.size(), '.');
+  prefix.copy(name.data(), prefix.size());
+  part.copy(name.data() + prefix.size() + 1, part.size());
   return name;
 }
 
@@ -201,6 +202,12 @@ class Walker {
   bool list_if_tensor(const Value& value, std::string& name) {
     if (auto tensor = builder_.tensor_of(value)) {
       value.set_walk_mark(kListedMark);
+      if (!internal::Access::has_extras(*tensor)) {
+        // No parts to name: the case of (almost) every tensor.
+        list_budget_.charge(sizeof(NamedTensor) + shape_bytes(*tensor));
+        out_.push_back({std::move(name), std::move(*tensor)});
+        return true;
+      }
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
       const auto parts = tensor->parts();
       const auto part_names = sparse_part_names(tensor->layout());

@@ -20,7 +20,7 @@ void mark_used(const Storage& storage, std::vector<bool>& used) {
 
 // `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation each.
 void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const Tensor*>& pending) {
-  if (tensor.quantization() == nullptr && tensor.parts().empty()) {
+  if (!internal::Access::has_extras(tensor)) {
     if (tensor.has_storage()) mark_used(tensor.storage(), used);
     return;
   }
