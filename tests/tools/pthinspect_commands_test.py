@@ -185,6 +185,28 @@ result = run("export", "--skip-unsupported", quantized, "--to", "safetensors",
              os.path.join(tmp, "q.safetensors"))
 check(result.returncode == 0 and b"skipped" in result.stderr, f"--skip-unsupported: {result}")
 
+# An output that is the checkpoint itself (by its name or through a hard link) is refused before
+# anything is written: writing it would truncate the file being read and lose the checkpoint.
+with open(known, "rb") as f:
+    known_bytes = f.read()
+itself = os.path.join(tmp, "itself.pt")
+linked = os.path.join(tmp, "linked.safetensors")
+for args in (["--to", "safetensors", itself], ["--to", "safetensors", linked],
+             ["--to", "safetensors", "--max-shard-size", "40B", itself[:-3]]):
+    for path in (itself, linked):
+        if os.path.exists(path):
+            os.remove(path)
+    with open(itself, "wb") as f:
+        f.write(known_bytes)
+    os.link(itself, linked)
+    if "--max-shard-size" in args:  # the first shard's name is the input's
+        os.rename(linked, itself[:-3] + "-00001-of-00005.safetensors")
+    result = run("export", "--skip-unsupported", itself, *args)
+    with open(itself, "rb") as f:
+        kept = f.read() == known_bytes
+    check(result.returncode == 1 and b"is the checkpoint being exported" in result.stderr and kept,
+          f"export {args} over its input: {result.returncode} {result.stderr!r}, input kept: {kept}")
+
 # Two tensors under one name (a repeated dict key; a TorchScript attribute and constant could
 # meet the same way) are refused, not written twice under one key; so are two names that one
 # .npy file name stands for.

@@ -222,6 +222,18 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
   return items;
 }
 
+// Writing over the checkpoint being read truncates it under its own mapping: the export fails
+// half-way and the checkpoint is lost. Every output path is checked before anything is written.
+void refuse_overwriting_input(std::span<const std::string> outputs, const ExportArgs& args) {
+  for (const std::string& output : outputs) {
+    std::error_code error;  // an output that does not exist yet is no input
+    if (std::filesystem::equivalent(output, args.path, error)) {
+      throw CliError(
+          fmt::format("{}: is the checkpoint being exported; export writes elsewhere", output));
+    }
+  }
+}
+
 void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress& progress) {
   ElementReader reader(named.tensor, named.name);
   for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
@@ -295,6 +307,24 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
     shards.emplace_back(std::span(items).subspan(first));
   }
 
+  // transformers' naming: model-00001-of-00003.safetensors beside model.safetensors.index.json.
+  const std::filesystem::path out(args.out);
+  const std::string stem =
+      out.extension() == ".safetensors" ? out.stem().string() : out.filename().string();
+  std::vector<std::string> shard_names;
+  std::vector<std::string> outputs;
+  if (shards.size() == 1) {
+    outputs.push_back(args.out);
+  } else {
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      shard_names.push_back(
+          fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, s + 1, shards.size()));
+      outputs.push_back((out.parent_path() / shard_names.back()).string());
+    }
+    outputs.push_back(args.out + ".index.json");
+  }
+  refuse_overwriting_input(outputs, args);
+
   Progress progress("export", total);
   if (shards.size() == 1) {
     write_safetensors(args.out, shards.front(), progress);
@@ -303,20 +333,14 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
                              args.out);
     return 0;
   }
-  // transformers' naming: model-00001-of-00003.safetensors beside model.safetensors.index.json.
-  const std::filesystem::path out(args.out);
-  const std::string stem =
-      out.extension() == ".safetensors" ? out.stem().string() : out.filename().string();
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
-    const std::string name =
-        fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, s + 1, shards.size());
-    write_safetensors((out.parent_path() / name).string(), shards[s], progress);
+    write_safetensors(outputs[s], shards[s], progress);
     for (const Item& item : shards[s])
-      weight_map[item.named->name] = name;
+      weight_map[item.named->name] = shard_names[s];
   }
   progress.clear();
-  const std::string index_path = args.out + ".index.json";
+  const std::string& index_path = outputs.back();
   const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   const std::string index_text =
       index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -334,10 +358,15 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
   std::filesystem::create_directories(args.out, error);
   if (error) throw CliError(fmt::format("{}: cannot create: {}", args.out, error.message()));
   std::uint64_t total = 0;
-  for (const Item& item : items)
-    total += item.nbytes;
-  Progress progress("export", total);
+  std::vector<std::string> outputs;
   for (const Item& item : items) {
+    total += item.nbytes;
+    outputs.push_back((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
+  }
+  refuse_overwriting_input(outputs, args);
+  Progress progress("export", total);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
     const auto sizes = item.named->tensor.sizes();
     std::string shape;
     for (const auto size : sizes)
@@ -355,7 +384,7 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
     preamble.push_back('\x00');
     preamble.push_back(static_cast<char>(header.size() & 0xff));
     preamble.push_back(static_cast<char>(header.size() >> 8));
-    OutputFile out((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
+    OutputFile out(outputs[i]);
     out.write(std::as_bytes(std::span(preamble)));
     out.write(std::as_bytes(std::span(header)));
     stream_tensor(*item.named, out, progress);
