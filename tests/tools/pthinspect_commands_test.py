@@ -378,6 +378,28 @@ for args, status in ((["stat", expanded], 1),
     if args[0] != "diff":
         check(b"stride0_view_2_to_40_elements.pt" in result.stderr, f"{args[0]}: no file named")
 
+# An export that fails half-way leaves nothing behind: no half-written file, an older file of
+# that name untouched, no shard of a set whose index was never written.
+stale = os.path.join(tmp, "stale.safetensors")
+with open(stale, "wb") as f:
+    f.write(b"an older export")
+result = run("export", expanded, "--to", "safetensors", stale)
+with open(stale, "rb") as f:
+    check(result.returncode == 1 and f.read() == b"an older export" and
+          os.listdir(tmp).count("stale.safetensors") == 1 and
+          not [n for n in os.listdir(tmp) if n.endswith(".partial")],
+          f"failed export over an older file: {result} {sorted(os.listdir(tmp))}")
+halfway = os.path.join(tmp, "halfway")
+os.makedirs(halfway)
+# 'ok' fills the first shard; the second shard's name is no UTF-8, which only its header finds.
+result = run("export", surrogate, "--to", "safetensors", "--max-shard-size", "30B",
+             os.path.join(halfway, "model.safetensors"))
+check(result.returncode == 1 and b"not valid UTF-8" in result.stderr and not os.listdir(halfway),
+      f"failed sharded export: {result} left {os.listdir(halfway)}")
+result = run("export", expanded, "--to", "npy", halfway)
+check(result.returncode == 1 and not os.listdir(halfway),
+      f"failed npy export: {result} left {os.listdir(halfway)}")
+
 # ---- verify ----
 result = run("verify", os.path.join(FIXTURES, "sample.pt"))
 check(result.returncode == 0 and b"ok" in result.stdout, f"verify sample.pt: {result}")

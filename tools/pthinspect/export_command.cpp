@@ -242,8 +242,10 @@ void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress&
   }
 }
 
-// One safetensors file holding `items` (already in data order).
-void write_safetensors(const std::string& path, std::span<const Item> items, Progress& progress) {
+// One safetensors file holding `items` (already in data order), written and closed but not yet
+// committed: the caller renames it into place once every file of the export is whole.
+std::unique_ptr<OutputFile> write_safetensors(const std::string& path, std::span<const Item> items,
+                                              Progress& progress) {
   nlohmann::ordered_json header;
   // What torch-based writers put (safetensors.torch.save_file, transformers' save_pretrained).
   header["__metadata__"] = {{"format", "pt"}};
@@ -267,12 +269,13 @@ void write_safetensors(const std::string& path, std::span<const Item> items, Pro
   std::array<std::byte, 8> size_le{};
   for (std::size_t i = 0; i < 8; ++i)
     size_le[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xff);
-  OutputFile out(path);
-  out.write(size_le);
-  out.write(std::as_bytes(std::span(text)));
+  auto out = std::make_unique<OutputFile>(path);
+  out->write(size_le);
+  out->write(std::as_bytes(std::span(text)));
   for (const Item& item : items)
-    stream_tensor(*item.named, out, progress);
-  out.close();
+    stream_tensor(*item.named, *out, progress);
+  out->close();
+  return out;
 }
 
 int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
@@ -327,15 +330,18 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
 
   Progress progress("export", total);
   if (shards.size() == 1) {
-    write_safetensors(args.out, shards.front(), progress);
+    write_safetensors(args.out, shards.front(), progress)->commit();
     progress.clear();
     std::cout << fmt::format("exported {} tensors ({}) to {}\n", items.size(), human_bytes(total),
                              args.out);
     return 0;
   }
+  // No shard is renamed into place before every one is whole and the index written: a failed
+  // export leaves no set of shards that an index (a new one, or an old one) half describes.
+  std::vector<std::unique_ptr<OutputFile>> files;
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
-    write_safetensors(outputs[s], shards[s], progress);
+    files.push_back(write_safetensors(outputs[s], shards[s], progress));
     for (const Item& item : shards[s])
       weight_map[item.named->name] = shard_names[s];
   }
@@ -344,9 +350,10 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
   const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   const std::string index_text =
       index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  OutputFile index_file(index_path);
-  index_file.write(std::as_bytes(std::span(index_text)));
-  index_file.close();
+  files.push_back(std::make_unique<OutputFile>(index_path));
+  files.back()->write(std::as_bytes(std::span(index_text)));
+  for (const auto& file : files)
+    file->commit();
   std::cout << fmt::format("exported {} tensors ({}) to {} shards, index {}\n", items.size(),
                            human_bytes(total), shards.size(), index_path);
   return 0;
@@ -388,7 +395,7 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
     out.write(std::as_bytes(std::span(preamble)));
     out.write(std::as_bytes(std::span(header)));
     stream_tensor(*item.named, out, progress);
-    out.close();
+    out.commit();
   }
   progress.clear();
   std::cout << fmt::format("exported {} tensors ({}) to {}/\n", items.size(), human_bytes(total),
