@@ -229,6 +229,23 @@ result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
 check(result.returncode == 1 and b"'a/b' and 'a_b' would both be written to a_b.npy" in
       result.stderr, f"export --to npy file clash: {result}")
 
+# A tensor named __metadata__ would take the header's metadata key: refused, or left out.
+metadata_named = os.path.join(tmp, "metadata_named.pt")
+with open(metadata_named, "wb") as f:
+    f.write(ckpt.checkpoint([("__metadata__", "0", 0, [8], [1]), ("w", "6", 0, [3], [1])],
+                            STORAGES))
+out = os.path.join(tmp, "metadata_named.safetensors")
+result = run("export", metadata_named, "--to", "safetensors", out)
+check(result.returncode == 1 and b"'__metadata__' (safetensors keeps that name" in result.stderr
+      and not os.path.exists(out), f"export of a tensor named __metadata__: {result}")
+result = run("export", "--skip-unsupported", metadata_named, "--to", "safetensors", out)
+check(result.returncode == 0 and b"skipped '__metadata__'" in result.stderr,
+      f"--skip-unsupported of a tensor named __metadata__: {result}")
+if result.returncode == 0:
+    header, _ = ckpt.read_safetensors(out)
+    check(header.get("__metadata__") == {"format": "pt"} and set(header) == {"__metadata__", "w"},
+          f"export without __metadata__: {header}")
+
 # A key with a lone surrogate (Python allows it; pickle writes it with 'surrogatepass') is no
 # valid UTF-8: JSON shows U+FFFD for each of its three bytes, as stat and scan do, instead of an
 # internal error.

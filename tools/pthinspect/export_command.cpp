@@ -201,6 +201,9 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
     } else if (reason.empty() && !name) {
       reason = fmt::format("dtype {} has no {} name", pthload::dtype_name(named.tensor.dtype()),
                            npy ? "numpy" : "safetensors");
+    } else if (reason.empty() && !npy && named.name == "__metadata__") {
+      // The header's key for the metadata: a tensor under it makes a file no reader opens.
+      reason = "safetensors keeps that name for its metadata";
     }
     if (reason.empty()) {
       items.push_back({&named, *name, named.tensor.nbytes()});
