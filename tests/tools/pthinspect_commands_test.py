@@ -246,6 +246,21 @@ if result.returncode == 0:
     check(header.get("__metadata__") == {"format": "pt"} and set(header) == {"__metadata__", "w"},
           f"export without __metadata__: {header}")
 
+# A NUL in a name (Python allows it) is no end of the .npy file's name.
+nul_named = os.path.join(tmp, "nul_named.pt")
+with open(nul_named, "wb") as f:
+    f.write(ckpt.checkpoint([("a\0x", "0", 0, [8], [1]), ("a\0y", "6", 0, [3], [1]),
+                             ("a_y", "8", 0, [3], [1])], STORAGES))
+nul_dir = os.path.join(tmp, "nul-npy")
+result = run("export", nul_named, "--to", "npy", nul_dir)
+check(result.returncode == 1 and (not os.path.exists(nul_dir) or not os.listdir(nul_dir)),
+      f"export --to npy of 'a\\0y' beside 'a_y': {result}")
+with open(nul_named, "wb") as f:
+    f.write(ckpt.checkpoint([("a\0x", "0", 0, [8], [1]), ("a\0y", "6", 0, [3], [1])], STORAGES))
+result = run("export", nul_named, "--to", "npy", nul_dir)
+check(result.returncode == 0 and sorted(os.listdir(nul_dir)) == ["a_x.npy", "a_y.npy"],
+      f"export --to npy of names with NUL: {result} {os.listdir(nul_dir)}")
+
 # A key with a lone surrogate (Python allows it; pickle writes it with 'surrogatepass') is no
 # valid UTF-8: JSON shows U+FFFD for each of its three bytes, as stat and scan do, instead of an
 # internal error.

@@ -156,10 +156,13 @@ struct Item {
   std::uint64_t nbytes;
 };
 
-// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR.
+// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR, and NUL
+// (a Python key may hold one), which would end the path open() sees: "a\0x" and "a\0y" both
+// became the file "a", without .npy, the second replacing the first.
 std::string npy_file_name(std::string_view name) {
   std::string file = name.empty() ? "_root" : std::string(name);
   std::replace(file.begin(), file.end(), '/', '_');
+  std::replace(file.begin(), file.end(), '\0', '_');
   if (file == "." || file == "..") file = "_" + file;
   return file + ".npy";
 }
