@@ -293,6 +293,8 @@ if result.returncode == 0:
         check(back[name]["xxh3"] == original[name]["xxh3"], f"sharded '{name}' differs")
 result = run("export", known, "--to", "safetensors", "--max-shard-size", "lots", sharded)
 check(result.returncode == 1 and b"--max-shard-size" in result.stderr, f"bad size: {result}")
+result = run("export", known, "--to", "safetensors", "--max-shard-size", "999999999999TB", sharded)
+check(result.returncode == 1 and b"2^64 bytes or more" in result.stderr, f"huge size: {result}")
 
 # ---- export --to npy ----
 npy_dir = os.path.join(tmp, "npy")

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -145,7 +146,11 @@ std::uint64_t parse_size(const std::string& text) {
         "GiB)",
         text));
   }
-  const std::uint64_t size = std::stoull(text.substr(0, digits)) * scale;
+  const std::uint64_t count = std::stoull(text.substr(0, digits));
+  // Twelve digits of TB overflow 64 bits: a wrapped product would be some other, small size.
+  if (count > std::numeric_limits<std::uint64_t>::max() / scale)
+    throw CliError(fmt::format("--max-shard-size: '{}' is 2^64 bytes or more", text));
+  const std::uint64_t size = count * scale;
   if (size == 0) throw CliError("--max-shard-size must be more than 0 bytes");
   return size;
 }
