@@ -152,6 +152,12 @@ result = run("export", known, "--to", "safetensors", out)
 check(result.returncode == 0, f"export known.pt: exit {result.returncode}: {result.stderr!r}")
 if result.returncode == 0:
     names = rewrap([out], os.path.join(tmp, "known.rewrapped.pt"))
+    # safetensors' own order (by its dtype enum, last first, then by name): what save_file writes.
+    header, _ = ckpt.read_safetensors(out)
+    check(list(header) == ["__metadata__", "i64", "c64", "f32", "tail", "tied", "view", "bf16",
+                           "f16", "e4m3fnuz", "e4m3", "e5m2", "flags"] and
+          sorted(header.values(), key=lambda v: v.get("data_offsets", [-1])) == list(header.values()),
+          f"export order: {list(header)}")
     back = checksums(os.path.join(tmp, "known.rewrapped.pt"))
     check(names == set(original), f"exported names {names} != {set(original)}")
     for name in names:

@@ -291,12 +291,19 @@ std::unique_ptr<OutputFile> write_safetensors(const std::string& path, std::span
 
 int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
   std::vector<Item> items = exportable(checkpoint, args);
-  // safetensors' own writer orders data by alignment (largest element first), then by name, so
-  // every tensor starts aligned to its element size.
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    const auto size_a = pthload::element_size(a.named->tensor.dtype());
-    const auto size_b = pthload::element_size(b.named->tensor.dtype());
-    return size_a != size_b ? size_a > size_b : a.named->name < b.named->name;
+  // safetensors' own writer orders the data by dtype (its Dtype enum, last first: the widest
+  // come first, so every tensor starts aligned to its element size), then by name; in that order
+  // the file is byte for byte what safetensors.torch.save_file writes for the same tensors.
+  static constexpr std::array<std::string_view, 18> kDataOrder{
+      "U64", "I64", "F64",         "C64",         "F32",     "U32",     "I32", "BF16", "F16",
+      "U16", "I16", "F8_E5M2FNUZ", "F8_E4M3FNUZ", "F8_E4M3", "F8_E5M2", "I8",  "U8",   "BOOL"};
+  const auto rank = [](const Item& item) {
+    return std::find(kDataOrder.begin(), kDataOrder.end(), item.dtype_name) - kDataOrder.begin();
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+    const auto rank_a = rank(a);
+    const auto rank_b = rank(b);
+    return rank_a != rank_b ? rank_a < rank_b : a.named->name < b.named->name;
   });
   std::uint64_t total = 0;
   for (const Item& item : items)
