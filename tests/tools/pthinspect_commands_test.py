@@ -429,6 +429,16 @@ with open(stale, "rb") as f:
           os.listdir(tmp).count("stale.safetensors") == 1 and
           not [n for n in os.listdir(tmp) if n.endswith(".partial")],
           f"failed export over an older file: {result} {sorted(os.listdir(tmp))}")
+# A symlinked output is written through: the link stays, the file it names gets the export.
+os.makedirs(os.path.join(tmp, "elsewhere"))
+linked_to = os.path.join(tmp, "elsewhere", "real.safetensors")
+with open(linked_to, "wb") as f:
+    f.write(b"an older export")
+os.symlink(linked_to, os.path.join(tmp, "link.safetensors"))
+result = run("export", known, "--to", "safetensors", os.path.join(tmp, "link.safetensors"))
+check(result.returncode == 0 and os.path.islink(os.path.join(tmp, "link.safetensors")) and
+      ckpt.read_safetensors(linked_to)[0].get("__metadata__") == {"format": "pt"},
+      f"export through a symlink: {result}")
 halfway = os.path.join(tmp, "halfway")
 os.makedirs(halfway)
 # 'ok' fills the first shard; the second shard's name is no UTF-8, which only its header finds.

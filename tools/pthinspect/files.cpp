@@ -23,7 +23,11 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   // name's .npy) must not become too long. O_EXCL: a name another run is writing (or left
   // behind when killed) is never shared.
   static unsigned serial = 0;
-  const std::filesystem::path folder = std::filesystem::path(path_).parent_path();
+  // A symlink is written through, as opening it would: the rename replaces the file it names.
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(path_, error);
+  target_ = error ? path_ : resolved.string();
+  const std::filesystem::path folder = std::filesystem::path(target_).parent_path();
   for (unsigned attempt = 0; fd_ < 0; ++attempt) {
     temporary_ = (folder / fmt::format(".pthinspect-{}-{}.partial", ::getpid(), serial++)).string();
     fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -58,7 +62,7 @@ void OutputFile::close() {
 void OutputFile::commit() {
   close();
   if (temporary_.empty()) return;
-  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+  if (::rename(temporary_.c_str(), target_.c_str()) != 0) {
     throw CliError(fmt::format("{}: cannot replace: {}", path_, std::strerror(errno)));
   }
   temporary_.clear();

@@ -17,8 +17,9 @@ class CliError : public std::runtime_error {
 
 /// A file written under a temporary name beside `path` (.pthinspect-<pid>-<n>.partial), renamed
 /// to `path` by commit(), so that a failed write leaves neither a half-written file nor a
-/// truncated old one. When `path` exists and is not a regular file (/dev/null, a pipe), it is
-/// written directly. Throws CliError naming the file and errno's text.
+/// truncated old one. A symlink is written through. When `path` exists and is not a regular
+/// file (/dev/null, a pipe), it is written directly. Throws CliError naming the file and errno's
+/// text.
 class OutputFile {
  public:
   explicit OutputFile(std::string path);
@@ -37,6 +38,7 @@ class OutputFile {
 
  private:
   std::string path_;
+  std::string target_;     // path_, or the file it links to
   std::string temporary_;  // empty when path_ itself is written
   int fd_ = -1;
 };
