@@ -10,7 +10,8 @@ safetensors.numpy.load_file — and compares every tensor with torch.load's own 
 (tools/torch_dump.py's walk): same names, dtype and shape, and the same XXH3-64 over the
 elements in row-major order (tools/torch_dump.py's tensor_bytes / xxh3_hex, the checksum
 `ls --json --checksum` prints). Tensors the export skipped must be ones safetensors cannot hold
-(named on stderr). Prints one line per difference, then `N passed, M failed`; exits 1 if any
+(named on stderr), and every file written must be byte for byte what safetensors.torch.save
+writes for the tensors it holds. Prints one line per difference, then `N passed, M failed`; exits 1 if any
 file failed. Needs torch, safetensors, numpy and xxhash (the cross-check environment).
 """
 import argparse
@@ -24,6 +25,7 @@ import numpy
 import torch
 from safetensors import safe_open
 from safetensors.numpy import load_file as numpy_load_file
+from safetensors.torch import load_file, save
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_dump  # noqa: E402
@@ -71,6 +73,9 @@ def check_file(pthinspect, path, tmp):
             files = sorted({os.path.join(tmp, v) for v in index["weight_map"].values()})
         got_pt, got_np = {}, {}
         for file in files:
+            with open(file, "rb") as f:
+                if f.read() != save(load_file(file), metadata={"format": "pt"}):
+                    diffs.append(f"{file}: not byte for byte what safetensors writes")
             with safe_open(file, framework="pt") as f:
                 if f.metadata() != {"format": "pt"}:
                     diffs.append(f"{file}: metadata {f.metadata()}")

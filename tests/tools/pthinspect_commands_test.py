@@ -152,6 +152,12 @@ result = run("export", known, "--to", "safetensors", out)
 check(result.returncode == 0, f"export known.pt: exit {result.returncode}: {result.stderr!r}")
 if result.returncode == 0:
     names = rewrap([out], os.path.join(tmp, "known.rewrapped.pt"))
+    # safetensors' own order (by its dtype enum, last first, then by name): what save_file writes.
+    header, _ = ckpt.read_safetensors(out)
+    check(list(header) == ["__metadata__", "i64", "c64", "f32", "tail", "tied", "view", "bf16",
+                           "f16", "e4m3fnuz", "e4m3", "e5m2", "flags"] and
+          sorted(header.values(), key=lambda v: v.get("data_offsets", [-1])) == list(header.values()),
+          f"export order: {list(header)}")
     back = checksums(os.path.join(tmp, "known.rewrapped.pt"))
     check(names == set(original), f"exported names {names} != {set(original)}")
     for name in names:
@@ -185,6 +191,28 @@ result = run("export", "--skip-unsupported", quantized, "--to", "safetensors",
              os.path.join(tmp, "q.safetensors"))
 check(result.returncode == 0 and b"skipped" in result.stderr, f"--skip-unsupported: {result}")
 
+# An output that is the checkpoint itself (by its name or through a hard link) is refused before
+# anything is written: writing it would truncate the file being read and lose the checkpoint.
+with open(known, "rb") as f:
+    known_bytes = f.read()
+itself = os.path.join(tmp, "itself.pt")
+linked = os.path.join(tmp, "linked.safetensors")
+for args in (["--to", "safetensors", itself], ["--to", "safetensors", linked],
+             ["--to", "safetensors", "--max-shard-size", "40B", itself[:-3]]):
+    for path in (itself, linked):
+        if os.path.exists(path):
+            os.remove(path)
+    with open(itself, "wb") as f:
+        f.write(known_bytes)
+    os.link(itself, linked)
+    if "--max-shard-size" in args:  # the first shard's name is the input's
+        os.rename(linked, itself[:-3] + "-00001-of-00005.safetensors")
+    result = run("export", "--skip-unsupported", itself, *args)
+    with open(itself, "rb") as f:
+        kept = f.read() == known_bytes
+    check(result.returncode == 1 and b"is the checkpoint being exported" in result.stderr and kept,
+          f"export {args} over its input: {result.returncode} {result.stderr!r}, input kept: {kept}")
+
 # Two tensors under one name (a repeated dict key; a TorchScript attribute and constant could
 # meet the same way) are refused, not written twice under one key; so are two names that one
 # .npy file name stands for.
@@ -206,6 +234,38 @@ with open(clashing, "wb") as f:
 result = run("export", clashing, "--to", "npy", os.path.join(tmp, "clash-npy"))
 check(result.returncode == 1 and b"'a/b' and 'a_b' would both be written to a_b.npy" in
       result.stderr, f"export --to npy file clash: {result}")
+
+# A tensor named __metadata__ would take the header's metadata key: refused, or left out.
+metadata_named = os.path.join(tmp, "metadata_named.pt")
+with open(metadata_named, "wb") as f:
+    f.write(ckpt.checkpoint([("__metadata__", "0", 0, [8], [1]), ("w", "6", 0, [3], [1])],
+                            STORAGES))
+out = os.path.join(tmp, "metadata_named.safetensors")
+result = run("export", metadata_named, "--to", "safetensors", out)
+check(result.returncode == 1 and b"'__metadata__' (safetensors keeps that name" in result.stderr
+      and not os.path.exists(out), f"export of a tensor named __metadata__: {result}")
+result = run("export", "--skip-unsupported", metadata_named, "--to", "safetensors", out)
+check(result.returncode == 0 and b"skipped '__metadata__'" in result.stderr,
+      f"--skip-unsupported of a tensor named __metadata__: {result}")
+if result.returncode == 0:
+    header, _ = ckpt.read_safetensors(out)
+    check(header.get("__metadata__") == {"format": "pt"} and set(header) == {"__metadata__", "w"},
+          f"export without __metadata__: {header}")
+
+# A NUL in a name (Python allows it) is no end of the .npy file's name.
+nul_named = os.path.join(tmp, "nul_named.pt")
+with open(nul_named, "wb") as f:
+    f.write(ckpt.checkpoint([("a\0x", "0", 0, [8], [1]), ("a\0y", "6", 0, [3], [1]),
+                             ("a_y", "8", 0, [3], [1])], STORAGES))
+nul_dir = os.path.join(tmp, "nul-npy")
+result = run("export", nul_named, "--to", "npy", nul_dir)
+check(result.returncode == 1 and (not os.path.exists(nul_dir) or not os.listdir(nul_dir)),
+      f"export --to npy of 'a\\0y' beside 'a_y': {result}")
+with open(nul_named, "wb") as f:
+    f.write(ckpt.checkpoint([("a\0x", "0", 0, [8], [1]), ("a\0y", "6", 0, [3], [1])], STORAGES))
+result = run("export", nul_named, "--to", "npy", nul_dir)
+check(result.returncode == 0 and sorted(os.listdir(nul_dir)) == ["a_x.npy", "a_y.npy"],
+      f"export --to npy of names with NUL: {result} {os.listdir(nul_dir)}")
 
 # A key with a lone surrogate (Python allows it; pickle writes it with 'surrogatepass') is no
 # valid UTF-8: JSON shows U+FFFD for each of its three bytes, as stat and scan do, instead of an
@@ -239,6 +299,8 @@ if result.returncode == 0:
         check(back[name]["xxh3"] == original[name]["xxh3"], f"sharded '{name}' differs")
 result = run("export", known, "--to", "safetensors", "--max-shard-size", "lots", sharded)
 check(result.returncode == 1 and b"--max-shard-size" in result.stderr, f"bad size: {result}")
+result = run("export", known, "--to", "safetensors", "--max-shard-size", "999999999999TB", sharded)
+check(result.returncode == 1 and b"2^64 bytes or more" in result.stderr, f"huge size: {result}")
 
 # ---- export --to npy ----
 npy_dir = os.path.join(tmp, "npy")
@@ -355,6 +417,38 @@ for args, status in ((["stat", expanded], 1),
           b"overlaps itself" in result.stderr, f"{args[0]} expanded view: {result}")
     if args[0] != "diff":
         check(b"stride0_view_2_to_40_elements.pt" in result.stderr, f"{args[0]}: no file named")
+
+# An export that fails half-way leaves nothing behind: no half-written file, an older file of
+# that name untouched, no shard of a set whose index was never written.
+stale = os.path.join(tmp, "stale.safetensors")
+with open(stale, "wb") as f:
+    f.write(b"an older export")
+result = run("export", expanded, "--to", "safetensors", stale)
+with open(stale, "rb") as f:
+    check(result.returncode == 1 and f.read() == b"an older export" and
+          os.listdir(tmp).count("stale.safetensors") == 1 and
+          not [n for n in os.listdir(tmp) if n.endswith(".partial")],
+          f"failed export over an older file: {result} {sorted(os.listdir(tmp))}")
+# A symlinked output is written through: the link stays, the file it names gets the export.
+os.makedirs(os.path.join(tmp, "elsewhere"))
+linked_to = os.path.join(tmp, "elsewhere", "real.safetensors")
+with open(linked_to, "wb") as f:
+    f.write(b"an older export")
+os.symlink(linked_to, os.path.join(tmp, "link.safetensors"))
+result = run("export", known, "--to", "safetensors", os.path.join(tmp, "link.safetensors"))
+check(result.returncode == 0 and os.path.islink(os.path.join(tmp, "link.safetensors")) and
+      ckpt.read_safetensors(linked_to)[0].get("__metadata__") == {"format": "pt"},
+      f"export through a symlink: {result}")
+halfway = os.path.join(tmp, "halfway")
+os.makedirs(halfway)
+# 'ok' fills the first shard; the second shard's name is no UTF-8, which only its header finds.
+result = run("export", surrogate, "--to", "safetensors", "--max-shard-size", "30B",
+             os.path.join(halfway, "model.safetensors"))
+check(result.returncode == 1 and b"not valid UTF-8" in result.stderr and not os.listdir(halfway),
+      f"failed sharded export: {result} left {os.listdir(halfway)}")
+result = run("export", expanded, "--to", "npy", halfway)
+check(result.returncode == 1 and not os.listdir(halfway),
+      f"failed npy export: {result} left {os.listdir(halfway)}")
 
 # ---- verify ----
 result = run("verify", os.path.join(FIXTURES, "sample.pt"))

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -145,7 +146,11 @@ std::uint64_t parse_size(const std::string& text) {
         "GiB)",
         text));
   }
-  const std::uint64_t size = std::stoull(text.substr(0, digits)) * scale;
+  const std::uint64_t count = std::stoull(text.substr(0, digits));
+  // Twelve digits of TB overflow 64 bits: a wrapped product would be some other, small size.
+  if (count > std::numeric_limits<std::uint64_t>::max() / scale)
+    throw CliError(fmt::format("--max-shard-size: '{}' is 2^64 bytes or more", text));
+  const std::uint64_t size = count * scale;
   if (size == 0) throw CliError("--max-shard-size must be more than 0 bytes");
   return size;
 }
@@ -156,10 +161,13 @@ struct Item {
   std::uint64_t nbytes;
 };
 
-// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR.
+// A file name for the tensor: its name with '/' replaced, so nothing lands outside DIR, and NUL
+// (a Python key may hold one), which would end the path open() sees: "a\0x" and "a\0y" both
+// became the file "a", without .npy, the second replacing the first.
 std::string npy_file_name(std::string_view name) {
   std::string file = name.empty() ? "_root" : std::string(name);
   std::replace(file.begin(), file.end(), '/', '_');
+  std::replace(file.begin(), file.end(), '\0', '_');
   if (file == "." || file == "..") file = "_" + file;
   return file + ".npy";
 }
@@ -201,6 +209,9 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
     } else if (reason.empty() && !name) {
       reason = fmt::format("dtype {} has no {} name", pthload::dtype_name(named.tensor.dtype()),
                            npy ? "numpy" : "safetensors");
+    } else if (reason.empty() && !npy && named.name == "__metadata__") {
+      // The header's key for the metadata: a tensor under it makes a file no reader opens.
+      reason = "safetensors keeps that name for its metadata";
     }
     if (reason.empty()) {
       items.push_back({&named, *name, named.tensor.nbytes()});
@@ -222,6 +233,18 @@ std::vector<Item> exportable(const pthload::Checkpoint& checkpoint, const Export
   return items;
 }
 
+// Writing over the checkpoint being read truncates it under its own mapping: the export fails
+// half-way and the checkpoint is lost. Every output path is checked before anything is written.
+void refuse_overwriting_input(std::span<const std::string> outputs, const ExportArgs& args) {
+  for (const std::string& output : outputs) {
+    std::error_code error;  // an output that does not exist yet is no input
+    if (std::filesystem::equivalent(output, args.path, error)) {
+      throw CliError(
+          fmt::format("{}: is the checkpoint being exported; export writes elsewhere", output));
+    }
+  }
+}
+
 void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress& progress) {
   ElementReader reader(named.tensor, named.name);
   for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
@@ -230,8 +253,10 @@ void stream_tensor(const pthload::NamedTensor& named, OutputFile& out, Progress&
   }
 }
 
-// One safetensors file holding `items` (already in data order).
-void write_safetensors(const std::string& path, std::span<const Item> items, Progress& progress) {
+// One safetensors file holding `items` (already in data order), written and closed but not yet
+// committed: the caller renames it into place once every file of the export is whole.
+std::unique_ptr<OutputFile> write_safetensors(const std::string& path, std::span<const Item> items,
+                                              Progress& progress) {
   nlohmann::ordered_json header;
   // What torch-based writers put (safetensors.torch.save_file, transformers' save_pretrained).
   header["__metadata__"] = {{"format", "pt"}};
@@ -255,22 +280,30 @@ void write_safetensors(const std::string& path, std::span<const Item> items, Pro
   std::array<std::byte, 8> size_le{};
   for (std::size_t i = 0; i < 8; ++i)
     size_le[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xff);
-  OutputFile out(path);
-  out.write(size_le);
-  out.write(std::as_bytes(std::span(text)));
+  auto out = std::make_unique<OutputFile>(path);
+  out->write(size_le);
+  out->write(std::as_bytes(std::span(text)));
   for (const Item& item : items)
-    stream_tensor(*item.named, out, progress);
-  out.close();
+    stream_tensor(*item.named, *out, progress);
+  out->close();
+  return out;
 }
 
 int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
   std::vector<Item> items = exportable(checkpoint, args);
-  // safetensors' own writer orders data by alignment (largest element first), then by name, so
-  // every tensor starts aligned to its element size.
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    const auto size_a = pthload::element_size(a.named->tensor.dtype());
-    const auto size_b = pthload::element_size(b.named->tensor.dtype());
-    return size_a != size_b ? size_a > size_b : a.named->name < b.named->name;
+  // safetensors' own writer orders the data by dtype (its Dtype enum, last first: the widest
+  // come first, so every tensor starts aligned to its element size), then by name; in that order
+  // the file is byte for byte what safetensors.torch.save_file writes for the same tensors.
+  static constexpr std::array<std::string_view, 18> kDataOrder{
+      "U64", "I64", "F64",         "C64",         "F32",     "U32",     "I32", "BF16", "F16",
+      "U16", "I16", "F8_E5M2FNUZ", "F8_E4M3FNUZ", "F8_E4M3", "F8_E5M2", "I8",  "U8",   "BOOL"};
+  const auto rank = [](const Item& item) {
+    return std::find(kDataOrder.begin(), kDataOrder.end(), item.dtype_name) - kDataOrder.begin();
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+    const auto rank_a = rank(a);
+    const auto rank_b = rank(b);
+    return rank_a != rank_b ? rank_a < rank_b : a.named->name < b.named->name;
   });
   std::uint64_t total = 0;
   for (const Item& item : items)
@@ -295,34 +328,50 @@ int export_safetensors(const pthload::Checkpoint& checkpoint, const ExportArgs& 
     shards.emplace_back(std::span(items).subspan(first));
   }
 
+  // transformers' naming: model-00001-of-00003.safetensors beside model.safetensors.index.json.
+  const std::filesystem::path out(args.out);
+  const std::string stem =
+      out.extension() == ".safetensors" ? out.stem().string() : out.filename().string();
+  std::vector<std::string> shard_names;
+  std::vector<std::string> outputs;
+  if (shards.size() == 1) {
+    outputs.push_back(args.out);
+  } else {
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      shard_names.push_back(
+          fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, s + 1, shards.size()));
+      outputs.push_back((out.parent_path() / shard_names.back()).string());
+    }
+    outputs.push_back(args.out + ".index.json");
+  }
+  refuse_overwriting_input(outputs, args);
+
   Progress progress("export", total);
   if (shards.size() == 1) {
-    write_safetensors(args.out, shards.front(), progress);
+    write_safetensors(args.out, shards.front(), progress)->commit();
     progress.clear();
     std::cout << fmt::format("exported {} tensors ({}) to {}\n", items.size(), human_bytes(total),
                              args.out);
     return 0;
   }
-  // transformers' naming: model-00001-of-00003.safetensors beside model.safetensors.index.json.
-  const std::filesystem::path out(args.out);
-  const std::string stem =
-      out.extension() == ".safetensors" ? out.stem().string() : out.filename().string();
+  // No shard is renamed into place before every one is whole and the index written: a failed
+  // export leaves no set of shards that an index (a new one, or an old one) half describes.
+  std::vector<std::unique_ptr<OutputFile>> files;
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
-    const std::string name =
-        fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, s + 1, shards.size());
-    write_safetensors((out.parent_path() / name).string(), shards[s], progress);
+    files.push_back(write_safetensors(outputs[s], shards[s], progress));
     for (const Item& item : shards[s])
-      weight_map[item.named->name] = name;
+      weight_map[item.named->name] = shard_names[s];
   }
   progress.clear();
-  const std::string index_path = args.out + ".index.json";
+  const std::string& index_path = outputs.back();
   const nlohmann::json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   const std::string index_text =
       index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  OutputFile index_file(index_path);
-  index_file.write(std::as_bytes(std::span(index_text)));
-  index_file.close();
+  files.push_back(std::make_unique<OutputFile>(index_path));
+  files.back()->write(std::as_bytes(std::span(index_text)));
+  for (const auto& file : files)
+    file->commit();
   std::cout << fmt::format("exported {} tensors ({}) to {} shards, index {}\n", items.size(),
                            human_bytes(total), shards.size(), index_path);
   return 0;
@@ -334,10 +383,15 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
   std::filesystem::create_directories(args.out, error);
   if (error) throw CliError(fmt::format("{}: cannot create: {}", args.out, error.message()));
   std::uint64_t total = 0;
-  for (const Item& item : items)
-    total += item.nbytes;
-  Progress progress("export", total);
+  std::vector<std::string> outputs;
   for (const Item& item : items) {
+    total += item.nbytes;
+    outputs.push_back((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
+  }
+  refuse_overwriting_input(outputs, args);
+  Progress progress("export", total);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
     const auto sizes = item.named->tensor.sizes();
     std::string shape;
     for (const auto size : sizes)
@@ -355,11 +409,11 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
     preamble.push_back('\x00');
     preamble.push_back(static_cast<char>(header.size() & 0xff));
     preamble.push_back(static_cast<char>(header.size() >> 8));
-    OutputFile out((std::filesystem::path(args.out) / npy_file_name(item.named->name)).string());
+    OutputFile out(outputs[i]);
     out.write(std::as_bytes(std::span(preamble)));
     out.write(std::as_bytes(std::span(header)));
     stream_tensor(*item.named, out, progress);
-    out.close();
+    out.commit();
   }
   progress.clear();
   std::cout << fmt::format("exported {} tensors ({}) to {}/\n", items.size(), human_bytes(total),
