@@ -38,21 +38,23 @@ void append_int_list(std::string& out, std::span<const std::int64_t> values, std
   out += ']';
 }
 
-std::string document_of_list(std::string_view key, std::span<const std::string> items) {
-  std::string out = "{\n " + json_text(std::string(key)) + ": ";
-  if (items.empty()) {
-    out += "[]";
-  } else {
-    out += "[\n";
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      out += "  ";
-      out += items[i];
-      out += i + 1 < items.size() ? ",\n" : "\n";
-    }
-    out += " ]";
-  }
-  out += "\n}";
-  return out;
+void ListWriter::item(std::string_view text) {
+  out_ << (empty_ ? "[\n  " : ",\n  ") << text;
+  empty_ = false;
+}
+
+void ListWriter::close() {
+  out_ << (empty_ ? "[]" : "\n ]");
+}
+
+void write_document_of_list(std::ostream& out, std::string_view key,
+                            std::span<const std::string> items) {
+  out << "{\n " << json_text(std::string(key)) << ": ";
+  ListWriter list(out);
+  for (const std::string& item : items)
+    list.item(item);
+  list.close();
+  out << "\n}";
 }
 
 }  // namespace pthinspect

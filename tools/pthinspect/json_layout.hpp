@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,8 +23,23 @@ namespace pthinspect {
 /// Appends the list `values` as indented() lays it out `depth` levels down.
 void append_int_list(std::string& out, std::span<const std::int64_t> values, std::size_t depth);
 
-/// `{"<key>": [<items>]}` laid out with indent 1, each item already indented() two levels down.
-[[nodiscard]] std::string document_of_list(std::string_view key,
-                                           std::span<const std::string> items);
+/// A list one level down a document laid out with indent 1, written an item at a time: each
+/// item is already indented() two levels down.
+class ListWriter {
+ public:
+  explicit ListWriter(std::ostream& out) : out_(out) {}
+  void item(std::string_view text);
+  /// Ends the list (`[]` when it had no item).
+  void close();
+
+ private:
+  std::ostream& out_;
+  bool empty_ = true;
+};
+
+/// Writes `{"<key>": [<items>]}` laid out with indent 1, each item already indented() two levels
+/// down.
+void write_document_of_list(std::ostream& out, std::string_view key,
+                            std::span<const std::string> items);
 
 }  // namespace pthinspect

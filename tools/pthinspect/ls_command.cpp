@@ -107,17 +107,17 @@ bool append_plain_entry(std::string& out, const pthload::NamedTensor& named,
       t.wrapper_subclass() != nullptr || (t.has_storage() && t.storage().is_in_pickle())) {
     return false;
   }
-  const auto text = [](std::string_view value) { return json_text(value); };
   auto it = std::back_inserter(out);
   fmt::format_to(it, "{{\n   \"dtype\": {},\n   \"location\": {},\n   \"name\": {},\n",
-                 text(pthload::dtype_name(t.dtype())), text(location_of(t)), text(named.name));
+                 json_text(pthload::dtype_name(t.dtype())), json_text(location_of(t)),
+                 json_text(named.name));
   fmt::format_to(it, "   \"nbytes\": {},\n   \"shape\": ", t.nbytes());
   append_int_list(out, t.sizes(), 3);
   fmt::format_to(it, ",\n   \"storage\": {},\n   \"storage_offset\": {},\n   \"stride\": ",
-                 t.has_storage() ? text(t.storage().key()) : std::string("null"),
+                 t.has_storage() ? json_text(t.storage().key()) : std::string("null"),
                  t.storage_offset());
   append_int_list(out, t.strides(), 3);
-  if (checksum != nullptr) fmt::format_to(it, ",\n   \"xxh3\": {}", text(*checksum));
+  if (checksum != nullptr) fmt::format_to(it, ",\n   \"xxh3\": {}", json_text(*checksum));
   out += "\n  }";
   return true;
 }
@@ -136,24 +136,20 @@ void write_json(std::ostream& out, const pthload::Checkpoint& checkpoint,
   }
   out << ",\n \"tensors\": ";
   const auto tensors = checkpoint.tensors();
-  if (tensors.empty()) {
-    out << "[]";
-  } else {
-    out << "[\n";
-    std::string text;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const std::string* checksum =
-          !checksums.empty() && has_checksum(tensors[i].tensor) ? &checksums[i] : nullptr;
-      text.clear();
-      if (!append_plain_entry(text, tensors[i], checksum)) {
-        auto entry = tensor_json(tensors[i]);
-        if (checksum != nullptr) entry["xxh3"] = *checksum;
-        text = indented(entry, 2);
-      }
-      out << "  " << text << (i + 1 < tensors.size() ? ",\n" : "\n");
+  ListWriter list(out);
+  std::string text;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string* checksum =
+        !checksums.empty() && has_checksum(tensors[i].tensor) ? &checksums[i] : nullptr;
+    text.clear();
+    if (!append_plain_entry(text, tensors[i], checksum)) {
+      auto entry = tensor_json(tensors[i]);
+      if (checksum != nullptr) entry["xxh3"] = *checksum;
+      text = indented(entry, 2);
     }
-    out << " ]";
+    list.item(text);
   }
+  list.close();
   auto unused = nlohmann::json::array();
   for (const auto& storage : checkpoint.unused_storages())
     unused.push_back(

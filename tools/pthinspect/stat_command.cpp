@@ -154,7 +154,10 @@ int run_stat(const StatArgs& args) {
           cell(stats.std_dev()), stats.nan, stats.pos_inf, stats.neg_inf, stats.zeros);
     }
   }
-  if (args.json) std::cout << document_of_list("tensors", entries) << '\n';
+  if (args.json) {
+    write_document_of_list(std::cout, "tensors", entries);
+    std::cout << '\n';
+  }
   return 0;
 }
 
