@@ -54,6 +54,14 @@ struct Access {
     return std::allocate_shared<ConstructibleStorage>(
         common::BumpArenaAllocator<ConstructibleStorage>(arena), std::move(state));
   }
+  /// The same with a default state for the caller to fill in place (through state()): a
+  /// 100 000-storage checkpoint then builds no state to move, which cost a fifth of resolving
+  /// a persistent id (both strings and the variant moved, the source destroyed).
+  [[nodiscard]] static std::shared_ptr<Storage> make_empty_storage(
+      const std::shared_ptr<common::BumpArena>& arena) {
+    return std::allocate_shared<ConstructibleStorage>(
+        common::BumpArenaAllocator<ConstructibleStorage>(arena));
+  }
 
   /// Whether `tensor` has parts, a quantization or a wrapper subclass: false for almost every
   /// tensor, which passes over 100 000 of them then skip asking for each of the three.
@@ -97,6 +105,7 @@ struct Access {
   struct ConstructibleStorage final : OwnedStorageState, Storage {
     explicit ConstructibleStorage(StorageState&& moved) noexcept
         : OwnedStorageState{std::move(moved)}, Storage(OwnedStorageState::state) {}
+    ConstructibleStorage() noexcept : Storage(OwnedStorageState::state) {}
   };
 };
 

@@ -131,7 +131,10 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
-  internal::StorageState state;
+  if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
+  auto storage = internal::Access::make_empty_storage(storage_arena_);
+  Storage* made = storage.get();
+  internal::StorageState& state = internal::Access::state(*made);
   state.key = key;
   state.location = location;
   state.dtype = *dtype;
@@ -139,9 +142,6 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
   state.nbytes = *nbytes;
   state.record = record;
   if (checkpoint_.big_endian) state.swap_unit = internal::swap_unit_for(*dtype);
-  if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
-  auto storage = internal::Access::make_storage(std::move(state), storage_arena_);
-  Storage* made = storage.get();
   made_.push_back({.owner = std::move(storage), .storage = made});
   cached = made_.size();
   return {.storage = registration_deferred_ ? made_.back().owner : registered(made_.back())};
