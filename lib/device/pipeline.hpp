@@ -100,6 +100,14 @@ struct PipelineReport {
   std::size_t copies = 0;       ///< host→device copies issued
   std::size_t staging_bytes = 0;
   unsigned reader_threads = 0;
+  /// Where the time went, in milliseconds: device allocations; the readers and their copies,
+  /// from the streams' creation until the last reader is done; the byte swaps and the wait for
+  /// the last copy. staging_ms is the time pinning the staging buffers took on its own thread,
+  /// while the readers already ran.
+  double allocate_ms = 0;
+  double staging_ms = 0;
+  double copy_ms = 0;
+  double finish_ms = 0;
 };
 
 /// Runs `body` on a new thread and rethrows what it threw: device calls made there leave the
