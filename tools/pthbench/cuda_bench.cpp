@@ -33,6 +33,7 @@ pthload::CudaOptions cuda_options() {
   options.reader_threads =
       static_cast<unsigned>(env_or("PTHBENCH_READER_THREADS", options.reader_threads));
   options.arena_storage_bytes = env_or("PTHBENCH_ARENA_BYTES", options.arena_storage_bytes);
+  options.arena_max_bytes = env_or("PTHBENCH_ARENA_MAX_BYTES", options.arena_max_bytes);
   return options;
 }
 
@@ -137,6 +138,10 @@ int bench_cuda(const Options& options) {
     std::printf("  %zu allocations (%zu arenas), %zu copies, %zu staging bytes, %u readers\n",
                 layout.allocations, layout.arenas, layout.copies, layout.staging_bytes,
                 layout.reader_threads);
+    std::printf(
+        "  last run: device allocations %.1f ms, staging %.1f ms, copies %.1f ms, "
+        "finish %.1f ms\n",
+        layout.allocate_ms, layout.staging_ms, layout.copy_ms, layout.finish_ms);
     line("load cpu, then to()", file, bytes,
          time_runs(
              options.repetitions,
