@@ -232,11 +232,12 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
                                                          const CudaOptions& options,
                                                          Progress& progress,
                                                          PipelineReport& report) {
-  std::vector<int> devices;
-  for (const auto& job : jobs)
-    devices.push_back(job.device);
-  std::sort(devices.begin(), devices.end());
-  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  std::vector<int> devices;  // sorted; a handful at most, so a sorted vector beats a set
+  for (const auto& job : jobs) {
+    if (!devices.empty() && devices.back() == job.device) continue;  // runs of one device
+    const auto at = std::lower_bound(devices.begin(), devices.end(), job.device);
+    if (at == devices.end() || *at != job.device) devices.insert(at, job.device);
+  }
   check_cuda_options(options, devices.size());
   auto clock = std::chrono::steady_clock::now();
 
