@@ -42,10 +42,11 @@ std::size_t whole_huge_pages(std::size_t bytes) {
 }
 
 // Anonymous memory of whole 2 MiB pages, aligned to them, faulted in and pinned; nullptr when
-// any step fails (the caller then uses cudaHostAlloc). Measured on an H200 machine (a
-// Firecracker VM): cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms (pinning and the
-// IOMMU mapping go by page; transparent huge pages make them 512 times fewer).
+// any step fails or `bytes` is under a huge page (the caller then uses cudaHostAlloc). Measured
+// on an H200 machine (a Firecracker VM): cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms
+// (pinning goes page by page, and huge pages are 512 times fewer).
 void* register_huge_pages(std::size_t bytes) {
+  if (bytes < kHugePage) return nullptr;  // a small checkpoint's few small slots
   const std::size_t size = whole_huge_pages(bytes);
   void* raw =
       ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
