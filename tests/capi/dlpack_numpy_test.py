@@ -10,6 +10,8 @@ import ctypes
 import pathlib
 import sys
 
+from dlpack_ctypes import Capsule, bind, capsule_of
+
 try:
     import numpy as np
 except ImportError:
@@ -19,50 +21,6 @@ except ImportError:
 FIXTURES = ["views", "dtypes", "tied", "legacy_views"]
 # dtypes numpy has no type for: from_dlpack must refuse them, not misread them.
 NOT_IN_NUMPY = {"bfloat16", "complex32"}
-
-
-class Capsule:
-    """What numpy.from_dlpack asks for: an object with __dlpack__ and __dlpack_device__."""
-
-    def __init__(self, capsule, device):
-        self.capsule, self.device = capsule, device
-
-    def __dlpack__(self, stream=None):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return self.device
-
-
-def bind(path):
-    lib = ctypes.CDLL(path)
-    p, vp, u64, sz = ctypes.POINTER, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t
-    for name, restype, argtypes in [
-        ("pthload_load", ctypes.c_int, [ctypes.c_char_p, vp, p(vp)]),
-        ("pthload_checkpoint_free", None, [vp]),
-        ("pthload_checkpoint_tensor_count", sz, [vp]),
-        ("pthload_checkpoint_tensor", vp, [vp, sz]),
-        ("pthload_tensor_name", ctypes.c_char_p, [vp]),
-        ("pthload_tensor_dtype", ctypes.c_int, [vp]),
-        ("pthload_dtype_name", ctypes.c_char_p, [ctypes.c_int]),
-        ("pthload_dtype_size", sz, [ctypes.c_int]),
-        ("pthload_tensor_ndim", sz, [vp]),
-        ("pthload_tensor_shape", p(ctypes.c_int64), [vp]),
-        ("pthload_tensor_strides", p(ctypes.c_int64), [vp]),
-        ("pthload_tensor_nbytes", u64, [vp]),
-        ("pthload_tensor_data", vp, [vp]),
-        ("pthload_tensor_copy", ctypes.c_int, [vp, vp, sz]),
-        ("pthload_tensor_to_dlpack", ctypes.c_int, [vp, p(vp)]),
-    ]:
-        function = getattr(lib, name)
-        function.restype, function.argtypes = restype, argtypes
-    return lib
-
-
-def capsule_of(pointer):
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return new(pointer, b"dltensor", None)
 
 
 def check_fixture(lib, checkpoint_path):
