@@ -7,11 +7,12 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
-#include <cstdint>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
+#include "common/large_arrays.hpp"
 #include "device/backend.hpp"
 #include "device/cpu/kernels.hpp"
 #include "pthload/device.hpp"  // cuda_device_count() is public: PTHLOAD_API exports it
@@ -35,38 +36,28 @@ cudaStream_t as_stream(StreamHandle stream) {
   return static_cast<cudaStream_t>(stream);
 }
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-std::size_t whole_huge_pages(std::size_t bytes) {
-  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-}
-
-// Anonymous memory of whole 2 MiB pages, aligned to them, faulted in and pinned; nullptr when
-// any step fails or `bytes` is under a huge page (the caller then uses cudaHostAlloc). Measured
-// on an H200 machine (a Firecracker VM): cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms
-// (pinning goes page by page, and huge pages are 512 times fewer).
+// A staging buffer of at least a huge page: common::map_large_array's 2 MiB aligned mapping on
+// huge pages, faulted in and pinned; nullptr when any step fails or `bytes` is under a huge page
+// (the caller then uses cudaHostAlloc). Measured on an H200 machine (a Firecracker VM):
+// cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms (pinning goes page by page, and huge
+// pages are 512 times fewer).
 void* register_huge_pages(std::size_t bytes) {
-  if (bytes < kHugePage) return nullptr;  // a small checkpoint's few small slots
-  const std::size_t size = whole_huge_pages(bytes);
-  void* raw =
-      ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
-  const auto aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > begin) ::munmap(raw, aligned - begin);
-  if (const auto tail = begin + size + kHugePage - (aligned + size); tail > 0)
-    ::munmap(reinterpret_cast<void*>(aligned + size), tail);
-  auto* pointer = reinterpret_cast<void*>(aligned);
-  ::madvise(pointer, size, MADV_HUGEPAGE);
-#ifdef MADV_POPULATE_WRITE
-  ::madvise(pointer, size, MADV_POPULATE_WRITE);
-#endif
-  if (cudaHostRegister(pointer, size, cudaHostRegisterPortable) != cudaSuccess) {
-    cudaGetLastError();
-    ::munmap(pointer, size);
+  if (bytes < common::kHugePageBytes) return nullptr;  // a small checkpoint's few small slots
+  std::byte* block = nullptr;
+  try {
+    block = common::map_large_array(bytes);
+  } catch (const std::bad_alloc&) {
     return nullptr;
   }
-  return pointer;
+#ifdef MADV_POPULATE_WRITE
+  ::madvise(block, bytes, MADV_POPULATE_WRITE);
+#endif
+  if (cudaHostRegister(block, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();
+    common::unmap_large_array(block, bytes);
+    return nullptr;
+  }
+  return block;
 }
 
 class CudaBackend final : public Backend {
@@ -106,7 +97,7 @@ class CudaBackend final : public Backend {
   void* allocate_staging(std::size_t bytes) override {
     if (void* pointer = register_huge_pages(bytes)) {
       const std::lock_guard lock(registered_mutex_);
-      registered_[pointer] = whole_huge_pages(bytes);
+      registered_[pointer] = bytes;
       return pointer;
     }
     void* pointer = nullptr;
@@ -121,7 +112,7 @@ class CudaBackend final : public Backend {
       const std::lock_guard lock(registered_mutex_);
       if (const auto found = registered_.find(pointer); found != registered_.end()) {
         cudaHostUnregister(pointer);
-        ::munmap(pointer, found->second);
+        common::unmap_large_array(static_cast<std::byte*>(pointer), found->second);
         registered_.erase(found);
         return;
       }
@@ -234,7 +225,7 @@ class CudaBackend final : public Backend {
 
  private:
   std::mutex registered_mutex_;
-  std::unordered_map<void*, std::size_t> registered_;  // pointer → bytes mapped
+  std::unordered_map<void*, std::size_t> registered_;  // pointer → bytes asked for
 };
 
 }  // namespace
