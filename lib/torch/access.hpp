@@ -46,17 +46,11 @@ struct Access {
   [[nodiscard]] static std::shared_ptr<Storage> make_storage(StorageState&& state) {
     return std::make_shared<ConstructibleStorage>(std::move(state));
   }
-  /// The same in `arena`, which the storage keeps alive (common::BumpArenaAllocator): the
-  /// storages of a 100 000-tensor checkpoint are then a few huge pages, not 100 000 heap
-  /// allocations faulted in one 4 KiB page at a time.
-  [[nodiscard]] static std::shared_ptr<Storage> make_storage(
-      StorageState&& state, const std::shared_ptr<common::BumpArena>& arena) {
-    return std::allocate_shared<ConstructibleStorage>(
-        common::BumpArenaAllocator<ConstructibleStorage>(arena), std::move(state));
-  }
-  /// The same with a default state for the caller to fill in place (through state()): a
-  /// 100 000-storage checkpoint then builds no state to move, which cost a fifth of resolving
-  /// a persistent id (both strings and the variant moved, the source destroyed).
+  /// A shared storage with a default state for the caller to fill in place (through state()),
+  /// in `arena`, which the storage keeps alive (common::BumpArenaAllocator): the storages of a
+  /// 100 000-tensor checkpoint are then a few huge pages, not 100 000 heap allocations faulted
+  /// in one 4 KiB page at a time, and no state is built to be moved, which cost a fifth of
+  /// resolving a persistent id (both strings and the variant moved, the source destroyed).
   [[nodiscard]] static std::shared_ptr<Storage> make_empty_storage(
       const std::shared_ptr<common::BumpArena>& arena) {
     return std::allocate_shared<ConstructibleStorage>(
