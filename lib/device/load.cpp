@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/phase_marks.hpp"
 #include "device/backend.hpp"
 #include "device/convert.hpp"
 #include "device/cpu/file_copies.hpp"
@@ -265,6 +266,7 @@ Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
   try {
     Checkpoint checkpoint = open(path, options);
     device::place_storages(checkpoint, options, device::cuda_backend());
+    common::phases::end("place the storages");
     return checkpoint;
   } catch (const std::bad_alloc&) {
     // What open() and place_storages() did not name: the path, the shard index, a thread.

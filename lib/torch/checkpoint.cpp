@@ -12,6 +12,7 @@
 
 #include "common/check.hpp"
 #include "common/mapped_file.hpp"
+#include "common/phase_marks.hpp"
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
@@ -124,6 +125,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
           {.record = std::string(byteorder->name)});
     }
   }
+  common::phases::end("parse the archive");
 
   auto pickle_bytes = state.archive->read(*data_pickle);
   common::with_context({.record = data_pickle->name}, [&] {
@@ -135,13 +137,16 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
       builder.prebuild_during(run_options, bytes.size());
     }
     state.pickle = machine.run(bytes, run_options);
+    common::phases::end("run the pickle");
     builder.prebuilding_done();
+    common::phases::end("wait for the prebuilt tensors");
     state.pickle_bytes.emplace(std::move(pickle_bytes));
     // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
     // more bytes than naming them did.
     state.tensors.reserve(state.archive->entries().size());
     torch::collect_named_tensors(*state.pickle.root, state.pickle.end_offset, builder,
                                  options.limits, state.tensors, state.opaque_values);
+    common::phases::end("name the tensors");
   });
   if (constants_pickle != nullptr) {
     torch::read_torchscript_constants(state, *constants_pickle, prefix, options);
@@ -276,6 +281,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                         {.offset = 0});
     }
     torch::record_unused_storages(*state);
+    common::phases::end("find unused storages");
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = state->path;
     throw;
@@ -308,9 +314,11 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     const std::string name = path.string();
     auto opened = common::with_context({.path = name},
                                        [&] { return torch::open_checkpoint_file(path, options); });
+    common::phases::end("read the structure");
     auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
                                          std::move(opened.central_directory));
     torch::choose_tensors(internal::Access::state(checkpoint), options);
+    common::phases::end("choose tensors");
     return remember_options(std::move(checkpoint), options);
   } catch (const std::bad_alloc&) {
     throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while opening",

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "common/phase_marks.hpp"
 #include "device/device_check.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
@@ -318,4 +320,30 @@ TEST_CASE("device: a view's contiguous bytes and checksum follow its strides") {
   const auto same = checkpoint_file(q.bytes(), {{.name = "ck/data/0", .data = reordered}});
   const auto contiguous = pthload::load(same.path());
   CHECK(t.content_checksum() == contiguous.tensors().front().tensor.content_checksum());
+}
+
+namespace {
+std::vector<std::string> ended_phases;
+void remember_phase(const char* phase) noexcept {
+  try {
+    ended_phases.emplace_back(phase);
+  } catch (...) {
+  }
+}
+}  // namespace
+
+TEST_CASE("device: a load names its phases in order to an installed recorder, and only then") {
+  const auto file = tagged_checkpoint();
+  const auto cpu = pthload::map_to("cpu");
+  ended_phases.clear();
+  pthload::common::phases::set_recorder(remember_phase);
+  (void)pthload::load(file.path(), {.map_location = cpu});
+  pthload::common::phases::set_recorder(nullptr);
+  CHECK(ended_phases == std::vector<std::string>{"read the structure", "parse the archive",
+                                                 "run the pickle", "wait for the prebuilt tensors",
+                                                 "name the tensors", "find unused storages",
+                                                 "choose tensors", "place the storages"});
+  ended_phases.clear();
+  (void)pthload::load(file.path(), {.map_location = cpu});
+  CHECK(ended_phases.empty());
 }

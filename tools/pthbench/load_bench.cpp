@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "common/phase_marks.hpp"
 #include "device/backend.hpp"
 #include "pthload/checkpoint.hpp"
 
@@ -125,6 +127,29 @@ unsigned long long peak_rss_kib() {
   return 0;
 }
 
+// The phases the library names as they end (common/phase_marks.hpp), kept for `once` to print
+// when PTHBENCH_PHASES is set: where the time of one load went, without a profiler.
+struct PhaseEnd {
+  const char* name;
+  std::chrono::steady_clock::time_point at;
+};
+constexpr std::size_t kMaxPhases = 64;
+std::array<PhaseEnd, kMaxPhases> phase_ends;
+std::size_t phase_count = 0;
+
+void record_phase_end(const char* phase) noexcept {
+  if (phase_count < kMaxPhases)
+    phase_ends[phase_count++] = {phase, std::chrono::steady_clock::now()};
+}
+
+void print_phases(std::chrono::steady_clock::time_point start) {
+  for (std::size_t i = 0; i < phase_count; ++i) {
+    const auto begin = i == 0 ? start : phase_ends[i - 1].at;
+    std::fprintf(stderr, "phase %-32s %9.3f ms\n", phase_ends[i].name,
+                 std::chrono::duration<double, std::milli>(phase_ends[i].at - begin).count());
+  }
+}
+
 }  // namespace
 
 int bench_load(const Options& options) {
@@ -150,7 +175,9 @@ int bench_load(const Options& options) {
 }
 
 // One run, timed inside the process too: `MODE FILE: BYTES bytes, X ms, peak N KiB`. The parent's
-// clock adds start-up and exit (the mapping's teardown, the copies' release) to this.
+// clock adds start-up and exit (the mapping's teardown, the copies' release) to this. With
+// PTHBENCH_PHASES set, the time of each phase of the load, then of freeing the checkpoint, goes
+// to stderr.
 int bench_once(const Options& options) {
   if (options.files.size() != 2) throw std::runtime_error("once needs MODE FILE");
   const auto& mode = options.files[0];
@@ -165,6 +192,8 @@ int bench_once(const Options& options) {
       backend->free(0, backend->allocate(0, 256));
     }
   }
+  const bool phases = std::getenv("PTHBENCH_PHASES") != nullptr;
+  if (phases) pthload::common::phases::set_recorder(record_phase_end);
   const auto start = std::chrono::steady_clock::now();
   std::optional<pthload::Checkpoint> keep;
   const std::uint64_t bytes = run_mode(mode, file, options.parse_threads, keep);
@@ -172,6 +201,16 @@ int bench_once(const Options& options) {
   std::printf("%s %s: %llu bytes, %.3f ms, peak %llu KiB\n", mode.c_str(), file.c_str(),
               static_cast<unsigned long long>(bytes),
               std::chrono::duration<double, std::milli>(stop - start).count(), peak_rss_kib());
+  if (phases) {
+    pthload::common::phases::set_recorder(nullptr);
+    print_phases(start);
+    const auto freeing = std::chrono::steady_clock::now();
+    keep.reset();
+    std::fprintf(
+        stderr, "phase %-32s %9.3f ms\n", "free the checkpoint",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - freeing)
+            .count());
+  }
   return 0;
 }
 
