@@ -49,3 +49,17 @@ def capsule_of(pointer):
     new = ctypes.pythonapi.PyCapsule_New
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     return new(pointer, b"dltensor", None)
+
+
+def check_fixtures(fixtures_dir, names, check_fixture):
+    """check_fixture(path) on each of `names` that every torch version's fixture folder holds;
+    returns the failures and the count each returned, summed."""
+    failures, count = [], 0
+    for version_dir in sorted((fixtures_dir / "torch").iterdir()):
+        for name in names:
+            path = version_dir / f"{name}.pt"
+            if path.exists():
+                more_failures, more = check_fixture(path)
+                failures += more_failures
+                count += more
+    return failures, count

@@ -10,7 +10,7 @@ import ctypes
 import pathlib
 import sys
 
-from dlpack_ctypes import Capsule, bind, capsule_of
+from dlpack_ctypes import Capsule, bind, capsule_of, check_fixtures
 
 try:
     import numpy as np
@@ -76,14 +76,8 @@ def check_fixture(lib, checkpoint_path):
 def main() -> int:
     lib = bind(sys.argv[1])
     fixtures_dir = pathlib.Path(sys.argv[2])
-    failures, exported = [], 0
-    for version_dir in sorted((fixtures_dir / "torch").iterdir()):
-        for name in FIXTURES:
-            path = version_dir / f"{name}.pt"
-            if path.exists():
-                more_failures, more_exported = check_fixture(lib, path)
-                failures += more_failures
-                exported += more_exported
+    failures, exported = check_fixtures(fixtures_dir, FIXTURES,
+                                        lambda path: check_fixture(lib, path))
     for failure in failures:
         print("FAIL", failure)
     print(f"{exported} tensors imported by numpy {np.__version__} through DLPack")

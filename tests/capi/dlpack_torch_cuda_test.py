@@ -16,7 +16,7 @@ import ctypes
 import pathlib
 import sys
 
-from dlpack_ctypes import Capsule, bind, capsule_of
+from dlpack_ctypes import Capsule, bind, capsule_of, check_fixtures
 
 try:
     import torch
@@ -144,14 +144,8 @@ def check_fixture(lib, path):
 def main() -> int:
     lib = bind(sys.argv[1])
     fixtures_dir = pathlib.Path(sys.argv[2])
-    failures, imported = [], 0
-    for version_dir in sorted((fixtures_dir / "torch").iterdir()):
-        for name in FIXTURES:
-            path = version_dir / f"{name}.pt"
-            if path.exists():
-                more_failures, more_imported = check_fixture(lib, path)
-                failures += more_failures
-                imported += more_imported
+    failures, imported = check_fixtures(fixtures_dir, FIXTURES,
+                                        lambda path: check_fixture(lib, path))
     for failure in failures:
         print("FAIL", failure)
     print(f"{imported} CUDA tensors imported by torch {torch.__version__} through DLPack "
