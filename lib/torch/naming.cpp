@@ -200,8 +200,17 @@ class Walker {
   // Lists `value` under `name` if it is a tensor (then its parts) or a tensor-like value left
   // opaque, taking the name; returns false, having listed nothing, for anything else.
   bool list_if_tensor(const Value& value, std::string& name) {
+    // Rebuilt while the pickle ran, and already where the list would put it: named there.
+    if (NamedTensor* listed = builder_.listed_in_place(value)) {
+      value.set_walk_mark(kListedMark);
+      list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed->tensor));
+      listed->name = std::move(name);
+      return true;
+    }
     if (auto tensor = builder_.tensor_of(value)) {
       value.set_walk_mark(kListedMark);
+      // From here on the walk adds to the list itself.
+      builder_.end_in_place_listing();
       if (!internal::Access::has_extras(*tensor)) {
         // No parts to name: the case of (almost) every tensor.
         list_budget_.charge(sizeof(NamedTensor) + shape_bytes(*tensor));
@@ -719,8 +728,18 @@ std::size_t collect_named_tensors(const Value& root, std::size_t pickle_bytes,
                                   TensorBuilder& builder, const Limits& limits,
                                   internal::TensorList& out, std::vector<OpaqueValue>& opaque) {
   ListBudget list_budget(pickle_bytes);
-  Walker(builder, limits, walk_step_budget(pickle_bytes, limits), list_budget, out, opaque)
-      .run(root);
+  try {
+    Walker(builder, limits, walk_step_budget(pickle_bytes, limits), list_budget, out, opaque)
+        .run(root);
+  } catch (...) {
+    // The list keeps what the walk named before it failed, as without a worker; the tensors
+    // rebuilt beside the pickle that it did not reach go.
+    builder.abandon_in_place_listing();
+    throw;
+  }
+  // Tensors rebuilt beside the pickle that the walk did not reach leave the list: the audit
+  // takes them by call if it finds them.
+  builder.end_in_place_listing();
   const auto name_budget = static_cast<std::size_t>(
       per_pickle_byte(pickle_bytes, kFallbackNameBytesPerPickleByte, kMinFallbackNameBytes));
   return Audit(builder, name_budget, list_budget, out).run(root);

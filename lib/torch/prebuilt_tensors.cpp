@@ -5,6 +5,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/assert.hpp"
 #include "common/checked.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
@@ -69,14 +70,18 @@ bool PrebuiltTensors::may_hold(const Value& call, KnownGlobal kind) noexcept {
 
 PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_bytes)
     : context_(context),
+      list_(context.checkpoint.tensors),
+      first_(context.checkpoint.tensors.size()),
       memory_left_(static_cast<std::size_t>(
           common::checked_mul(pickle_bytes, kMemoryPerPickleByte).value_or(SIZE_MAX))) {
   try {
     batch_.reserve(kBatchCalls);
-    // About one tensor per storage record: growing the list 17 times for 100 000 tensors
+    // About one tensor per storage record: growing the lists 17 times for 100 000 tensors
     // would copy each more than once.
     const auto& archive = context_.checkpoint.archive;
-    built_.reserve(archive ? archive->entries().size() : 0);
+    const std::size_t records = archive ? archive->entries().size() : 0;
+    calls_.reserve(records);
+    list_.reserve(first_ + records);
     worker_ = std::jthread([this] { work(); });
   } catch (const std::system_error&) {
     finished_ = true;  // no thread: every call is left to the walk
@@ -147,26 +152,33 @@ void PrebuiltTensors::work() {
         last_kind = classify_global(callable);
       }
       if (memory_left_ == 0) break;  // the rest is the walk's
-      Built built{.call = call, .tensor = std::nullopt};
+      std::optional<Tensor> tensor;
       try {
         if (const auto elements = frozen_dims_elements(*call)) {
           // Dims beyond the few a Tensor keeps inline are on the heap: counted all the same.
-          const std::size_t memory = sizeof(Built) + *elements * sizeof(std::int64_t);
+          const std::size_t memory =
+              sizeof(NamedTensor) + sizeof(call) + *elements * sizeof(std::int64_t);
           if (memory > memory_left_) {
             memory_left_ = 0;
             break;
           }
           memory_left_ -= memory;
-          built.tensor = rebuild_dense(context_, last_kind, callable, call->args());
+          tensor = rebuild_dense(context_, last_kind, callable, call->args());
         }
       } catch (...) {
         // Left to the walk, which rebuilds the call and reports what is wrong with it where
         // it would have without the worker.
       }
+      if (!tensor) continue;
       try {
-        const bool rebuilt = built.tensor.has_value();
-        built_.push_back(std::move(built));
-        rebuilt_ += rebuilt ? 1 : 0;
+        calls_.push_back(call);
+        try {
+          list_.push_back({std::string(), std::move(*tensor)});
+        } catch (...) {
+          calls_.pop_back();
+          throw;
+        }
+        ++rebuilt_;
       } catch (...) {
         return;  // no memory: the calls from here on are the walk's
       }
@@ -199,12 +211,32 @@ void PrebuiltTensors::finish() noexcept {
 void PrebuiltTensors::stop() noexcept {
   close(true);
   finished_ = true;
+  // The list keeps only what the walk named: a failed pickle leaves it as it found it.
+  if (in_place_) {
+    list_.erase(list_.begin() + static_cast<std::ptrdiff_t>(first_ + named_), list_.end());
+    calls_.clear();
+    in_place_ = false;
+  }
+}
+
+void PrebuiltTensors::end_in_place() {
+  if (!in_place_) return;
+  PTHLOAD_ASSERT(!worker_.joinable());  // finish() first
+  const std::size_t named_end = first_ + named_;
+  built_.reserve(list_.size() - named_end);
+  for (std::size_t i = named_; i < calls_.size(); ++i)
+    built_.push_back({.call = calls_[i], .tensor = std::move(list_[first_ + i].tensor)});
+  list_.erase(list_.begin() + static_cast<std::ptrdiff_t>(named_end), list_.end());
+  calls_.clear();
+  calls_.shrink_to_fit();
+  in_place_ = false;
 }
 
 std::optional<Tensor> PrebuiltTensors::take(const Value& call) {
   if (worker_.joinable()) return std::nullopt;  // finish() first
+  end_in_place();
   while (next_ < built_.size() && !built_[next_].tensor)
-    ++next_;  // taken out of order, or failed
+    ++next_;  // taken out of order
   if (next_ < built_.size() && built_[next_].call == &call) {
     return std::exchange(built_[next_++].tensor, std::nullopt);
   }

@@ -15,6 +15,7 @@
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/globals.hpp"
+#include "torch/state.hpp"
 
 namespace pthload::torch {
 
@@ -23,8 +24,13 @@ struct RebuildContext;
 /// The dense rebuild calls (torch._utils._rebuild_tensor, _v2, _v3) whose first argument is a
 /// storage's persistent id: the pickle machine hands each to a worker thread as it makes it
 /// (on_call, RunOptions::on_global_or_call), and the worker rebuilds its tensor then, while the
-/// machine runs on. The naming walk, which runs once the pickle is done, takes each tensor
-/// instead of rebuilding it (take, from TensorBuilder::tensor_of).
+/// machine runs on. The worker appends the tensors, unnamed, to the checkpoint's own tensor list,
+/// in the pickle's order, which is the order the naming walk meets them in, most often: while it
+/// does, the walk names each where it lies (take_in_place), and no second list of 100 000
+/// tensors is filled, moved from and freed. Once the walk meets anything else — a call out of
+/// that order or reached twice, a tensor the worker did not rebuild — or ends, end_in_place()
+/// moves the tensors not yet named out of the list, and the walk takes them by call (take,
+/// from TensorBuilder::tensor_of) or rebuilds what the worker did not.
 ///
 /// What the worker reads of a call — the callable and the arguments, a tuple of ints, tuples,
 /// bools and persistent ids — never changes once the call is made, and the values live in the
@@ -34,7 +40,7 @@ struct RebuildContext;
 /// walk's order, as when the walk made them. A call the worker cannot rebuild (malformed
 /// arguments, a missing record, no memory) is simply not prebuilt: the walk rebuilds it and
 /// reports its error where it would have without the worker. Only the walk's thread calls the
-/// public functions.
+/// public functions, and it leaves the checkpoint's tensor list alone until finish().
 class PrebuiltTensors {
  public:
   /// Starts the worker on `context` (which the caller must not use until finish() or stop()),
@@ -50,13 +56,28 @@ class PrebuiltTensors {
   /// Hands `value` to the worker if it is a dense rebuild call of a persistent id. Never
   /// throws: a call that cannot be handed over is left to the walk.
   void on_call(const pickle::Value& value) noexcept;
-  /// Waits for the worker to rebuild every call handed over; take() may then be called.
+  /// Waits for the worker to rebuild every call handed over; take_in_place() and take() may then
+  /// be called.
   void finish() noexcept;
-  /// Stops the worker without waiting for the calls not yet rebuilt (the pickle failed).
+  /// Stops the worker without waiting for the calls not yet rebuilt (the pickle or the walk
+  /// failed), and takes the tensors not yet named out of the checkpoint's list.
   void stop() noexcept;
 
-  /// The tensor the worker rebuilt from `call`, once; nullopt when it did not (or it was taken
-  /// already: a call the walk reaches twice is rebuilt the second time, as without a worker).
+  /// The list entry holding the tensor the worker rebuilt from `call`, for the walk to name, if
+  /// it is the next one of the list and nothing else was listed since the walk began: its place
+  /// in the list is then already the one the walk gives it. Else null (the walk then calls
+  /// end_in_place() before it lists anything).
+  [[nodiscard]] NamedTensor* take_in_place(const pickle::Value& call) noexcept {
+    if (!in_place_ || named_ == calls_.size() || calls_[named_] != &call) return nullptr;
+    return &list_[first_ + named_++];
+  }
+  /// Ends naming in place: the tensors past those named leave the checkpoint's list for take().
+  /// Call before anything else joins the list, and once the walk ends. Throws std::bad_alloc.
+  void end_in_place();
+
+  /// The tensor the worker rebuilt from `call` and the walk has not named in place, once;
+  /// nullopt when it did not (or it was taken already: a call the walk reaches twice is rebuilt
+  /// the second time, as without a worker). Ends naming in place first.
   [[nodiscard]] std::optional<Tensor> take(const pickle::Value& call);
 
   /// Whether `call`, a call of a function `kind` (classify_global), may be one of the calls
@@ -66,6 +87,8 @@ class PrebuiltTensors {
   /// How many calls were handed over and how many of them the worker rebuilt (tests).
   [[nodiscard]] std::size_t handed_over() const noexcept { return handed_over_; }
   [[nodiscard]] std::size_t rebuilt() const noexcept { return rebuilt_; }
+  /// How many of them the walk named in place (tests).
+  [[nodiscard]] std::size_t named_in_place() const noexcept { return named_; }
 
  private:
   struct Built {
@@ -80,6 +103,9 @@ class PrebuiltTensors {
   [[nodiscard]] bool is_dense_rebuild(const pickle::Value& call) noexcept;
 
   RebuildContext& context_;
+  // The checkpoint's tensor list, which the worker appends to from first_ on.
+  internal::TensorList& list_;
+  std::size_t first_;
   // The walk's side: calls gathered until a batch is full (one lock per batch, not per call).
   std::vector<const pickle::Value*> batch_;
   // The classification of the last two callables met: every call of a pickle names its
@@ -95,13 +121,19 @@ class PrebuiltTensors {
   bool closed_ = false;                       // guarded by mutex_
   bool discard_ = false;                      // guarded by mutex_
 
-  // The worker's; the walk's once the worker has stopped.
-  std::vector<Built, common::LargeArrayAllocator<Built>> built_;
+  // The worker's; the walk's once the worker has stopped. The call each tensor the worker put
+  // in the list was rebuilt from (calls_[i] for list_[first_ + i]).
+  std::vector<const pickle::Value*, common::LargeArrayAllocator<const pickle::Value*>> calls_;
   std::size_t rebuilt_ = 0;
   std::size_t memory_left_;
   std::jthread worker_;
 
-  // take()'s cursor: the walk meets the calls in the order the pickle made them, most often.
+  // The walk's: how many of the worker's tensors it named in place, and whether it still does.
+  std::size_t named_ = 0;
+  bool in_place_ = true;
+  // The tensors end_in_place() took out of the list, and take()'s cursor over them: the walk
+  // meets the calls in the order the pickle made them, most often.
+  std::vector<Built> built_;
   std::size_t next_ = 0;
   // The calls not taken in that order, by call, made the first time the order breaks.
   std::optional<std::unordered_map<const pickle::Value*, std::size_t>> by_call_;

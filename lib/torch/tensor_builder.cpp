@@ -92,6 +92,24 @@ std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
   return rebuild_kind(context, kind, value.callable(), value.args());
 }
 
+NamedTensor* TensorBuilder::prebuilt_listed_in_place(const Value& value) {
+  if (!value.is(Kind::kCall)) return nullptr;
+  NamedTensor* listed = prebuilt_->take_in_place(value);
+  if (listed != nullptr) (void)context_.storages.register_storage(listed->tensor.storage());
+  return listed;
+}
+
+void TensorBuilder::end_prebuilt_listing() {
+  prebuilt_->end_in_place();
+  listing_in_place_ = false;
+}
+
+void TensorBuilder::abandon_in_place_listing() noexcept {
+  if (!listing_in_place_) return;
+  prebuilt_->stop();
+  listing_in_place_ = false;
+}
+
 void TensorBuilder::prebuild_during(pickle::RunOptions& options, std::size_t pickle_bytes) {
   context_.storages.set_registration_deferred(true);
   prebuilt_ = std::make_unique<PrebuiltTensors>(context_, pickle_bytes);
@@ -105,11 +123,16 @@ void TensorBuilder::prebuilding_done() {
   prebuilt_->finish();
   context_.storages.set_registration_deferred(false);
   context_.prebuilt = prebuilt_.get();
+  listing_in_place_ = true;
 }
 
 std::pair<std::size_t, std::size_t> TensorBuilder::prebuilt_counts() const noexcept {
   if (!prebuilt_) return {0, 0};
   return {prebuilt_->handed_over(), prebuilt_->rebuilt()};
+}
+
+std::size_t TensorBuilder::prebuilt_named_in_place() const noexcept {
+  return prebuilt_ ? prebuilt_->named_in_place() : 0;
 }
 
 std::optional<Tensor> rebuild(RebuildContext& context, const Value& function, const Value& args) {

@@ -48,6 +48,21 @@ class TensorBuilder {
     return torch::tensor_of(context_, value);
   }
 
+  /// Where the tensor `value` rebuilds already lies in the checkpoint's tensor list, unnamed,
+  /// for the naming walk to name: a tensor rebuilt while the pickle ran, met in the order it was
+  /// rebuilt in (PrebuiltTensors::take_in_place); its storage joins the checkpoint's now. Else
+  /// null: call end_in_place_listing() before adding anything to the list.
+  [[nodiscard]] NamedTensor* listed_in_place(const pickle::Value& value) {
+    return listing_in_place_ ? prebuilt_listed_in_place(value) : nullptr;
+  }
+  /// Ends listing in place (PrebuiltTensors::end_in_place): the walk calls it before it adds
+  /// to the tensor list itself, and when it ends. Throws std::bad_alloc.
+  void end_in_place_listing() {
+    if (listing_in_place_) end_prebuilt_listing();
+  }
+  /// Ends listing in place when the walk fails: the tensors not named leave the list.
+  void abandon_in_place_listing() noexcept;
+
   /// Makes `options` hand the dense rebuild calls of the pickle it runs to a worker thread that
   /// rebuilds them meanwhile (prebuilt_tensors.hpp), for tensor_of() to take. Call
   /// prebuilding_done() when the run returns; a run that throws stops the worker itself
@@ -63,6 +78,8 @@ class TensorBuilder {
   }
   /// The worker's count of calls handed over and rebuilt, {0, 0} without one (tests).
   [[nodiscard]] std::pair<std::size_t, std::size_t> prebuilt_counts() const noexcept;
+  /// How many of the worker's tensors the walk named in place (tests).
+  [[nodiscard]] std::size_t prebuilt_named_in_place() const noexcept;
 
   /// Why the last tensor_of() that returned nullopt left a tensor-like value opaque (a numpy
   /// object array...), once; nullopt when it was simply no tensor. Clears the reason.
@@ -71,9 +88,15 @@ class TensorBuilder {
   }
 
  private:
+  NamedTensor* prebuilt_listed_in_place(const pickle::Value& value);
+  void end_prebuilt_listing();
+
   RebuildContext context_;
   // After context_, which its worker uses: stopped before the context goes.
   std::unique_ptr<PrebuiltTensors> prebuilt_;
+  // From prebuilding_done() until the walk first adds to the list itself: asked of every value
+  // the walk meets, so a load without the worker pays one test for it.
+  bool listing_in_place_ = false;
 };
 
 }  // namespace pthload::torch

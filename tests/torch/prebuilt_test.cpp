@@ -65,6 +65,7 @@ struct Outcome {
   std::string message;
   std::size_t handed_over = 0;
   std::size_t rebuilt = 0;
+  std::size_t named_in_place = 0;
 };
 
 // Runs `pickle` over records "ck/data/0" ... "ck/data/<records - 1>" as open() runs data.pkl,
@@ -92,6 +93,7 @@ Outcome build(const std::string& pickle, int records, bool prebuild) {
     outcome.message = e.what();
   }
   std::tie(outcome.handed_over, outcome.rebuilt) = builder.prebuilt_counts();
+  outcome.named_in_place = builder.prebuilt_named_in_place();
   for (const auto& named : state.tensors) {
     const auto& t = named.tensor;
     outcome.tensors.push_back({named.name, std::string(t.storage().key()), t.dtype(),
@@ -146,6 +148,63 @@ TEST_CASE("torch: tensors rebuilt while the pickle runs are those the walk rebui
   check_same(walked, prebuilt);
   CHECK(prebuilt.handed_over == kEntries);
   CHECK(prebuilt.rebuilt == kEntries);
+}
+
+TEST_CASE("torch: tensors met in the pickle's order are named where the worker listed them") {
+  // 2000 tensors named in the order the pickle makes them (the worker's list is the checkpoint's
+  // then), 50 tied weights after them (rebuilt by the walk), and 10 calls the walk never
+  // reaches (made, then dropped), which must leave the list.
+  PickleWriter p;
+  p.empty_dict();
+  constexpr int kTensors = 2000;
+  for (int i = 0; i < kTensors; ++i) {
+    p.str("t" + std::to_string(i));
+    tensor(p, i / 2, i % 2 == 0 ? 0 : 4);
+    put(p, static_cast<std::uint32_t>(i));
+    p.setitem();
+  }
+  for (int i = 0; i < 50; ++i) {
+    p.str("tied" + std::to_string(i));
+    get(p, static_cast<std::uint32_t>(i * 37));
+    p.setitem();
+  }
+  p.mark();
+  for (int i = 0; i < 10; ++i)
+    tensor(p, i);
+  p.op('1');  // POP_MARK
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, kTensors / 2, false);
+  const Outcome prebuilt = build(pickle, kTensors / 2, true);
+  REQUIRE_FALSE(walked.error);
+  CHECK(walked.tensors.size() == kTensors + 50);
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.rebuilt == kTensors + 10);
+  CHECK(prebuilt.named_in_place == kTensors);
+}
+
+TEST_CASE("torch: a walk that fails while naming in place keeps what it named, as without one") {
+  PickleWriter p;
+  p.empty_dict();
+  constexpr int kTensors = 1000;
+  for (int i = 0; i < kTensors; ++i) {
+    p.str("t" + std::to_string(i));
+    tensor(p, i);
+    p.setitem();
+  }
+  // A Parameter of no arguments, then more tensors the walk never gets to.
+  p.str("bad").global("torch._utils", "_rebuild_parameter").empty_tuple().reduce().setitem();
+  for (int i = 0; i < 100; ++i) {
+    p.str("after" + std::to_string(i));
+    tensor(p, i);
+    p.setitem();
+  }
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, kTensors, false);
+  const Outcome prebuilt = build(pickle, kTensors, true);
+  REQUIRE(walked.error);
+  CHECK(walked.tensors.size() == kTensors);
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.named_in_place == kTensors);
 }
 
 TEST_CASE("torch: tensors the walk meets out of the pickle's order keep the walk's storage order") {
