@@ -57,6 +57,17 @@ struct Access {
         common::BumpArenaAllocator<ConstructibleStorage>(arena));
   }
 
+  /// Appends `storage` to the checkpoint's storages, noting its position in its state
+  /// (StorageState::index, which counting unused storages looks up instead of numbering every
+  /// storage again). Returns the checkpoint's pointer.
+  static const std::shared_ptr<Storage>& add_storage(CheckpointState& checkpoint,
+                                                     std::shared_ptr<Storage> storage) {
+    const std::size_t position = checkpoint.storages.size();
+    checkpoint.storages.push_back(std::move(storage));
+    state(*checkpoint.storages.back()).index = position;
+    return checkpoint.storages.back();
+  }
+
   /// Whether `tensor` has parts, a quantization or a wrapper subclass: false for almost every
   /// tensor, which passes over 100 000 of them then skip asking for each of the three.
   [[nodiscard]] static bool has_extras(const Tensor& tensor) noexcept {

@@ -108,7 +108,7 @@ const Value* LegacyStorages::on_persistent_id(const Value& id) {
     state.numel = numel;
     state.nbytes = *nbytes;
     auto storage = internal::Access::make_storage(std::move(state));
-    checkpoint_.storages.push_back(storage);
+    (void)internal::Access::add_storage(checkpoint_, storage);
     root = roots_.emplace(std::move(root_key), std::move(storage)).first;
   }
 

@@ -76,7 +76,7 @@ void open_safetensors(internal::CheckpointState& state) {
     state.tensors.push_back(
         {.name = entry.name,
          .tensor = Tensor(storage, entry.dtype, entry.shape, strides, 0, false)});
-    state.storages.push_back(std::move(storage));
+    (void)internal::Access::add_storage(state, std::move(storage));
   }
 }
 

@@ -83,7 +83,7 @@ std::shared_ptr<Storage> pickled_storage(RebuildContext& context, Dtype dtype,
   state.follows_map_location = follows_map_location;
   if (big_endian) state.swap_unit = internal::swap_unit_for(dtype);
   shared = internal::Access::make_storage(std::move(state));
-  context.checkpoint.storages.push_back(shared);
+  (void)internal::Access::add_storage(context.checkpoint, shared);
   return shared;
 }
 

@@ -77,7 +77,7 @@ struct StorageState {
   /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
   /// while the Checkpoint lives; only placement, inside load(), reads it).
   const zip::Entry* record = nullptr;
-  /// Its position in CheckpointState::storages, set when unused storages are counted.
+  /// Its position in CheckpointState::storages, set as it joins them (Access::add_storage).
   std::size_t index = SIZE_MAX;
 };
 

@@ -169,9 +169,7 @@ const std::shared_ptr<Storage>& StorageResolver::registered(Made& made) {
   if (made.owner == nullptr) {
     return checkpoint_.storages[internal::Access::state(*made.storage).index];
   }
-  internal::Access::state(*made.storage).index = checkpoint_.storages.size();
-  checkpoint_.storages.push_back(std::move(made.owner));
-  return checkpoint_.storages.back();
+  return internal::Access::add_storage(checkpoint_, std::move(made.owner));
 }
 
 const std::shared_ptr<Storage>& StorageResolver::register_storage(const Storage& storage) {

@@ -6,63 +6,105 @@
 #include <string>
 #include <vector>
 
+#include "common/assert.hpp"
 #include "torch/access.hpp"
 
 namespace pthload::torch {
 namespace {
 
-// By position in checkpoint.storages (StorageState::index): a set of 100 000 storage pointers
-// cost more than naming the tensors did.
-void mark_used(const Storage& storage, std::vector<bool>& used) {
-  const std::size_t index = internal::Access::state(storage).index;
-  if (index < used.size()) used[index] = true;
-}
+// Which storages the listed tensors use, by position in checkpoint.storages (StorageState::index:
+// a set of 100 000 storage pointers cost more than naming the tensors did), and which records
+// of the archive a storage was made from — noted in the same pass, which reads each used
+// storage's state once: every pass over 100 000 storages is 100 000 cache misses.
+class UseMarks {
+ public:
+  explicit UseMarks(const internal::CheckpointState& checkpoint)
+      : checkpoint_(checkpoint),
+        used_(checkpoint.storages.size()),
+        accounted_(checkpoint.archive ? checkpoint.archive->entries().size() : 0) {}
 
-// `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation each.
-void mark_used(const Tensor& tensor, std::vector<bool>& used, std::vector<const Tensor*>& pending) {
-  if (!internal::Access::has_extras(tensor)) {
-    if (tensor.has_storage()) mark_used(tensor.storage(), used);
-    return;
-  }
-  pending.assign(1, &tensor);
-  while (!pending.empty()) {
-    const Tensor& t = *pending.back();
-    pending.pop_back();
-    if (t.has_storage()) mark_used(t.storage(), used);
-    if (const Quantization* q = t.quantization()) {
-      if (q->scales) pending.push_back(&*q->scales);
-      if (q->zero_points) pending.push_back(&*q->zero_points);
+  // False when `storage` is not where its index says: a storage that joined the list without
+  // Access::add_storage. The caller numbers them all and starts again.
+  [[nodiscard]] bool mark(const Storage& storage) {
+    const internal::StorageState& state = internal::Access::state(storage);
+    if (state.index >= used_.size() || checkpoint_.storages[state.index].get() != &storage) {
+      return false;
     }
-    for (const Tensor& part : t.parts())
-      pending.push_back(&part);
+    used_[state.index] = true;
+    account(state);
+    return true;
   }
+
+  // `pending` is scratch, reused so that a checkpoint of 100 000 tensors makes no allocation
+  // each.
+  [[nodiscard]] bool mark(const Tensor& tensor, std::vector<const Tensor*>& pending) {
+    if (!internal::Access::has_extras(tensor)) {
+      return !tensor.has_storage() || mark(tensor.storage());
+    }
+    pending.assign(1, &tensor);
+    while (!pending.empty()) {
+      const Tensor& t = *pending.back();
+      pending.pop_back();
+      if (t.has_storage() && !mark(t.storage())) return false;
+      if (const Quantization* q = t.quantization()) {
+        if (q->scales) pending.push_back(&*q->scales);
+        if (q->zero_points) pending.push_back(&*q->zero_points);
+      }
+      for (const Tensor& part : t.parts())
+        pending.push_back(&part);
+    }
+    return true;
+  }
+
+  void account(const internal::StorageState& state) {
+    if (state.record != nullptr) {
+      accounted_[static_cast<std::size_t>(state.record - checkpoint_.archive->entries().data())] =
+          true;
+    }
+  }
+
+  // Forgets every mark.
+  void clear() {
+    std::fill(used_.begin(), used_.end(), false);
+    std::fill(accounted_.begin(), accounted_.end(), false);
+  }
+
+  [[nodiscard]] bool used(std::size_t index) const { return used_[index]; }
+  [[nodiscard]] bool accounted(std::size_t record) const { return accounted_[record]; }
+
+ private:
+  const internal::CheckpointState& checkpoint_;
+  std::vector<bool> used_;
+  // Indexed like the archive's entries: whether a storage was made from the record.
+  std::vector<bool> accounted_;
+};
+
+// Marks what the checkpoint's metadata storages and tensors use; false as UseMarks::mark.
+bool mark_all(const internal::CheckpointState& checkpoint, UseMarks& marks) {
+  for (const Storage* storage : checkpoint.metadata_storages)
+    if (!marks.mark(*storage)) return false;
+  std::vector<const Tensor*> pending;
+  for (const NamedTensor& named : checkpoint.tensors)
+    if (!marks.mark(named.tensor, pending)) return false;
+  return true;
 }
 
 }  // namespace
 
 void record_unused_storages(internal::CheckpointState& checkpoint) {
-  const std::size_t records = checkpoint.archive ? checkpoint.archive->entries().size() : 0;
-  // Indexed like the archive's entries: whether a storage was made from the record. Filled in
-  // the pass that numbers the storages: every pass over 100 000 storages is 100 000 cache misses.
-  std::vector<bool> accounted(records);
-  for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {
-    internal::StorageState& state = internal::Access::state(*checkpoint.storages[i]);
-    state.index = i;
-    if (state.record != nullptr) {
-      accounted[static_cast<std::size_t>(state.record - checkpoint.archive->entries().data())] =
-          true;
-    }
+  UseMarks marks(checkpoint);
+  if (!mark_all(checkpoint, marks)) {
+    for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
+      internal::Access::state(*checkpoint.storages[i]).index = i;
+    marks.clear();
+    [[maybe_unused]] const bool marked = mark_all(checkpoint, marks);
+    PTHLOAD_ASSERT(marked);
   }
-  std::vector<bool> used(checkpoint.storages.size());
-  for (const Storage* storage : checkpoint.metadata_storages)
-    mark_used(*storage, used);
-  std::vector<const Tensor*> pending;
-  for (const NamedTensor& named : checkpoint.tensors)
-    mark_used(named.tensor, used, pending);
   // Only the unused storages are looked at again.
   for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {
-    if (used[i]) continue;
+    if (marks.used(i)) continue;
     const internal::StorageState& state = internal::Access::state(*checkpoint.storages[i]);
+    marks.account(state);
     checkpoint.unused_storages.push_back(
         {.key = state.key,
          .record = state.record != nullptr ? std::string(state.record->name) : std::string(),
@@ -76,7 +118,7 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
   const std::string constants = prefix + "constants/";
   const std::span<const zip::Entry> entries = checkpoint.archive->entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (accounted[i]) continue;
+    if (marks.accounted(i)) continue;
     const std::string_view name = entries[i].name;
     std::size_t key_start = 0;
     if (name.starts_with(data)) {

@@ -1,0 +1,66 @@
+// Counting unused storages (torch/unused_storages.hpp) looks each used storage up by the position
+// Access::add_storage noted; a storage that joined the list some other way must not be reported
+// as unused for it.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "torch/access.hpp"
+#include "torch/state.hpp"
+#include "torch/unused_storages.hpp"
+
+using pthload::internal::Access;
+
+namespace {
+
+std::shared_ptr<pthload::Storage> storage(const std::string& key) {
+  pthload::internal::StorageState state;
+  state.key = key;
+  state.location = "cpu";
+  state.dtype = pthload::Dtype::kFloat32;
+  state.numel = 4;
+  state.nbytes = 16;
+  return Access::make_storage(std::move(state));
+}
+
+pthload::Tensor tensor_over(const std::shared_ptr<pthload::Storage>& over) {
+  const std::vector<std::int64_t> sizes{4};
+  const std::vector<std::int64_t> strides{1};
+  return {over, pthload::Dtype::kFloat32, sizes, strides, 0, false};
+}
+
+std::vector<std::string> unused_keys(const pthload::internal::CheckpointState& checkpoint) {
+  std::vector<std::string> keys;
+  for (const auto& unused : checkpoint.unused_storages)
+    keys.push_back(unused.key);
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("torch: unused storages are those no listed tensor uses, however they joined the list") {
+  for (const bool numbered : {true, false}) {
+    CAPTURE(numbered);
+    pthload::internal::CheckpointState checkpoint;
+    for (int i = 0; i < 6; ++i) {
+      auto made = storage(std::to_string(i));
+      if (numbered) {
+        (void)Access::add_storage(checkpoint, std::move(made));
+      } else {
+        checkpoint.storages.push_back(std::move(made));  // no position noted
+      }
+    }
+    // Tensors over storages 4, 1 and 4 again, in that order; 3 is a nested tensor's metadata.
+    for (const int used : {4, 1, 4})
+      checkpoint.tensors.push_back(
+          {"t" + std::to_string(used), tensor_over(checkpoint.storages[used])});
+    checkpoint.metadata_storages.push_back(checkpoint.storages[3].get());
+    pthload::torch::record_unused_storages(checkpoint);
+    CHECK(unused_keys(checkpoint) == std::vector<std::string>{"0", "2", "5"});
+    for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
+      CHECK(Access::state(*checkpoint.storages[i]).index == i);
+  }
+}
