@@ -18,4 +18,14 @@ void advise_huge_pages(std::byte* begin, std::size_t size) noexcept {
 #endif
 }
 
+bool populate_for_writing(std::byte* begin, std::size_t size) noexcept {
+#ifdef MADV_POPULATE_WRITE
+  return ::madvise(begin, size, MADV_POPULATE_WRITE) == 0;
+#else
+  (void)begin;
+  (void)size;
+  return false;
+#endif
+}
+
 }  // namespace pthload::common

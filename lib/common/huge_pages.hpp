@@ -15,4 +15,12 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 /// where transparent huge pages are off, nothing changes.
 void advise_huge_pages(std::byte* begin, std::size_t size) noexcept;
 
+/// Faults in the pages of [begin, begin + size) for writing, without writing them
+/// (MADV_POPULATE_WRITE, Linux 5.14): the cost of fresh memory — the kernel zeroing it — is
+/// then paid by this thread, now, not by the one that fills it later. Contents never change, so
+/// another thread may be filling the range meanwhile. `begin` must be page-aligned and the range
+/// mapped writable. False where the kernel cannot (then nothing was done, and asking again is
+/// useless).
+bool populate_for_writing(std::byte* begin, std::size_t size) noexcept;
+
 }  // namespace pthload::common

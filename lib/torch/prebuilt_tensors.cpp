@@ -1,12 +1,16 @@
 // The worker that rebuilds dense tensors while the pickle runs (prebuilt_tensors.hpp).
 #include "torch/prebuilt_tensors.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <system_error>
 #include <utility>
 
 #include "common/assert.hpp"
 #include "common/checked.hpp"
+#include "common/huge_pages.hpp"
+#include "common/large_arrays.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
 
@@ -53,6 +57,11 @@ constexpr std::size_t kMemoryPerPickleByte = 4;
 // starts while the machine is early in a large pickle.
 constexpr std::size_t kBatchCalls = 512;
 
+// How far ahead of the calls handed over the machine's thread faults in the tensor list
+// (populate_list_ahead): two batches, so the worker, which starts on a batch once it is handed
+// over, never reaches a page before it is there.
+constexpr std::size_t kPopulateAheadCalls = 2 * kBatchCalls;
+
 }  // namespace
 
 bool PrebuiltTensors::is_dense_kind(KnownGlobal kind) noexcept {
@@ -82,6 +91,17 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     const std::size_t records = archive ? archive->entries().size() : 0;
     calls_.reserve(records);
     list_.reserve(first_ + records);
+    // A list of its own huge-page mapping (common::LargeArrayAllocator: 2 MiB aligned, and no
+    // other object's bytes) is faulted in ahead of the worker by this thread, which has time to
+    // spare while the worker has none: rebuilding a tensor costs more than making its call.
+    const std::size_t list_bytes = list_.capacity() * sizeof(NamedTensor);
+    if (list_bytes >= common::kLargeArrayBytes) {
+      list_reserved_end_ = reinterpret_cast<std::byte*>(list_.data()) + list_bytes;
+      list_populated_ =
+          reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(list_.data() + first_) &
+                                       ~std::uintptr_t{common::kHugePageBytes - 1});
+      list_reserved_ = list_populated_;
+    }
     worker_ = std::jthread([this] { work(); });
   } catch (const std::system_error&) {
     finished_ = true;  // no thread: every call is left to the walk
@@ -132,6 +152,29 @@ void PrebuiltTensors::hand_over_batch() {
   }
   wake_worker_.notify_one();
   batch_.reserve(kBatchCalls);  // the worker's emptied batch, most often: no allocation
+  populate_list_ahead();
+}
+
+void PrebuiltTensors::populate_list_ahead() noexcept {
+  if (list_populated_ == nullptr) return;
+  const std::size_t ahead = (handed_over_ + kPopulateAheadCalls) * sizeof(NamedTensor);
+  const auto* wanted =
+      list_reserved_ +
+      std::min<std::size_t>(ahead, static_cast<std::size_t>(list_reserved_end_ - list_reserved_));
+  if (wanted <= list_populated_) return;
+  // Whole huge pages at a time (the list's mapping is advised as huge pages), within the list.
+  const auto step_end = (reinterpret_cast<std::uintptr_t>(wanted) + common::kHugePageBytes - 1) &
+                        ~std::uintptr_t{common::kHugePageBytes - 1};
+  std::byte* end = std::min(reinterpret_cast<std::byte*>(step_end), list_reserved_end_);
+  if (!common::populate_for_writing(list_populated_,
+                                    static_cast<std::size_t>(end - list_populated_))) {
+    list_populated_ = nullptr;  // an older kernel: the worker faults the list in as it fills it
+    return;
+  }
+  // Aligned for the next call (madvise takes whole pages): a huge page left partly populated at
+  // the list's end is asked for again, which costs nothing.
+  list_populated_ = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(end) &
+                                                 ~std::uintptr_t{common::kHugePageBytes - 1});
 }
 
 void PrebuiltTensors::work() {
