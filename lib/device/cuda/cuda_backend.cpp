@@ -5,13 +5,13 @@
 // host through a round trip (slow, correct).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "common/large_arrays.hpp"
 #include "device/backend.hpp"
 #include "device/cpu/kernels.hpp"
@@ -49,9 +49,8 @@ void* register_huge_pages(std::size_t bytes) {
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
-#ifdef MADV_POPULATE_WRITE
-  ::madvise(block, bytes, MADV_POPULATE_WRITE);
-#endif
+  // Faulted in before pinning (where the kernel can), which then finds every page there.
+  (void)common::populate_for_writing(block, bytes);
   if (cudaHostRegister(block, bytes, cudaHostRegisterPortable) != cudaSuccess) {
     cudaGetLastError();
     common::unmap_large_array(block, bytes);
