@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "common/assert.hpp"
 #include "torch/access.hpp"
 
 namespace pthload::torch {
@@ -24,11 +23,12 @@ class UseMarks {
         accounted_(checkpoint.archive ? checkpoint.archive->entries().size() : 0) {}
 
   // False when `storage` is not where its index says: a storage that joined the list without
-  // Access::add_storage. The caller numbers them all and starts again.
+  // Access::add_storage. The caller numbers them all and starts over (start_over()); from then
+  // on, such a storage is one outside the list, which no position can mark: it is passed over.
   [[nodiscard]] bool mark(const Storage& storage) {
     const internal::StorageState& state = internal::Access::state(storage);
     if (state.index >= used_.size() || checkpoint_.storages[state.index].get() != &storage) {
-      return false;
+      return numbered_;
     }
     used_[state.index] = true;
     account(state);
@@ -63,10 +63,11 @@ class UseMarks {
     }
   }
 
-  // Forgets every mark.
-  void clear() {
+  // Forgets every mark, once the caller has numbered every storage.
+  void start_over() {
     std::fill(used_.begin(), used_.end(), false);
     std::fill(accounted_.begin(), accounted_.end(), false);
+    numbered_ = true;
   }
 
   [[nodiscard]] bool used(std::size_t index) const { return used_[index]; }
@@ -77,6 +78,7 @@ class UseMarks {
   std::vector<bool> used_;
   // Indexed like the archive's entries: whether a storage was made from the record.
   std::vector<bool> accounted_;
+  bool numbered_ = false;
 };
 
 // Marks what the checkpoint's metadata storages and tensors use; false as UseMarks::mark.
@@ -96,9 +98,8 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
   if (!mark_all(checkpoint, marks)) {
     for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
       internal::Access::state(*checkpoint.storages[i]).index = i;
-    marks.clear();
-    [[maybe_unused]] const bool marked = mark_all(checkpoint, marks);
-    PTHLOAD_ASSERT(marked);
+    marks.start_over();
+    (void)mark_all(checkpoint, marks);  // true now: every storage is where its index says
   }
   // Only the unused storages are looked at again.
   for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {

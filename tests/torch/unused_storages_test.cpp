@@ -64,3 +64,16 @@ TEST_CASE("torch: unused storages are those no listed tensor uses, however they 
       CHECK(Access::state(*checkpoint.storages[i]).index == i);
   }
 }
+
+TEST_CASE("torch: a tensor over a storage outside the list leaves the other tensors' marks") {
+  // Counting unused storages before positions were noted passed such a storage over; the
+  // tensors after it must still mark theirs (no reader makes one today: this guards the count).
+  pthload::internal::CheckpointState checkpoint;
+  for (int i = 0; i < 4; ++i)
+    (void)Access::add_storage(checkpoint, storage(std::to_string(i)));
+  const auto outside = storage("outside");
+  checkpoint.tensors.push_back({"outside", tensor_over(outside)});
+  checkpoint.tensors.push_back({"t2", tensor_over(checkpoint.storages[2])});
+  pthload::torch::record_unused_storages(checkpoint);
+  CHECK(unused_keys(checkpoint) == std::vector<std::string>{"0", "1", "3"});
+}
