@@ -11,6 +11,13 @@ constexpr std::size_t kMaxBlockSize = std::size_t{4} << 20;
 
 }  // namespace
 
+void BumpArena::expect(std::size_t bytes) noexcept {
+  std::size_t block_size = kFirstBlockSize;
+  while (block_size < bytes && block_size < kMaxBlockSize)
+    block_size *= 2;
+  next_block_size_ = std::max(next_block_size_, block_size);
+}
+
 void* BumpArena::allocate_slow(std::size_t size, std::size_t alignment) {
   assert(alignment <= 16 && (alignment & (alignment - 1)) == 0);
   // Room for the worst-case alignment padding, checked so that a size near SIZE_MAX from a

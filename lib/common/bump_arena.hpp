@@ -12,13 +12,13 @@
 
 namespace pthload::common {
 
-/// Hands out memory from blocks that start at 4 KiB (a small user costs one) and double up to
-/// 4 MiB, those from 2 MiB on huge pages of their own (common::LargeBlock, trimmed to 2 MiB
-/// alignment without keeping spare address space, which a process under RLIMIT_AS would pay
-/// for); a request larger than half that gets a block of its own, leaving the current block in
-/// use. Nothing is freed before the arena. Move-only (moving keeps every pointer valid); not
-/// thread-safe. The pickle machine's value tree, the memo and the storages of a checkpoint are
-/// made in these.
+/// Hands out memory from blocks that start at 4 KiB (a small user costs one; a user that says
+/// what it expects to fill, larger) and double up to 4 MiB, those from 2 MiB on huge pages of their
+/// own (common::LargeBlock, trimmed to 2 MiB alignment without keeping spare address space, which a
+/// process under RLIMIT_AS would pay for); a request larger than half that gets a block of its own,
+/// leaving the current block in use. Nothing is freed before the arena. Move-only (moving keeps
+/// every pointer valid); not thread-safe. The pickle machine's value tree, the memo and the
+/// storages of a checkpoint are made in these.
 class BumpArena {
  public:
   /// `size` bytes aligned to `alignment` (a power of two, at most 16). Throws std::bad_alloc.
@@ -36,6 +36,11 @@ class BumpArena {
 
   /// Bytes obtained from the system so far.
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
+  /// Says the arena will hold about `bytes` more: its next blocks are at least that large (a
+  /// power of two, at most the largest block) instead of doubling from 4 KiB. A user that will
+  /// fill megabytes then skips the small blocks, which are faulted in 4 KiB at a time (512
+  /// faults before the first huge page); memory is still touched only as it is used.
+  void expect(std::size_t bytes) noexcept;
 
  private:
   void* allocate_slow(std::size_t size, std::size_t alignment);

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/large_arrays.hpp"
 #include "common/phase_marks.hpp"
 #include "device/backend.hpp"
 #include "device/convert.hpp"
@@ -143,7 +144,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     if (options.floating_dtype) check_floating_dtype(*options.floating_dtype);
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
-    std::vector<Planned> plan;
+    // 2.4 MB for 100 000 storages: huge pages of its own, not 600 faults of 4 KiB.
+    std::vector<Planned, common::LargeArrayAllocator<Planned>> plan;
     plan.reserve(state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;

@@ -19,6 +19,13 @@
 #include "pthload/error.hpp"
 
 namespace pthload::pickle {
+namespace {
+
+// About what a torch.save pickle of many small tensors makes per byte of itself (37.7 MB of
+// values for a 7.6 MB optimizer state): a size hint only, capped by the arena's largest block.
+constexpr std::size_t kValueBytesPerPickleByte = 4;
+
+}  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
 // befriend it and lend it its reusable scratch vectors.
@@ -37,6 +44,11 @@ class Interpreter {
         max_values_(limits_.max_pickle_values),
         max_nesting_(limits_.max_pickle_nesting),
         max_memo_(limits_.max_pickle_memo) {
+    // The values of a large pickle are then huge pages from their first megabytes; a small one
+    // still touches only what it uses. Not the memo's pages: they are freed when the run ends,
+    // and the tensors' names, allocated next, reuse their heap memory instead of faulting more
+    // (asking huge pages for the memo as well made naming 100 000 tensors 1 ms slower).
+    arena_.expect(input.size() * kValueBytesPerPickleByte);
     base_ = top_ = fence_ = stack_buffer_.data();
     end_ = base_ + stack_buffer_.size();
     marks_.clear();

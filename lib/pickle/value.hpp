@@ -279,6 +279,8 @@ class ValueArena {
   [[nodiscard]] std::size_t value_count() const noexcept { return value_count_; }
   /// Bytes obtained from the system so far.
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
+  /// Says the values to come will take about `bytes` (common::BumpArena::expect).
+  void expect(std::size_t bytes) noexcept { memory_.expect(bytes); }
 
  private:
   // Values, a tuple's elements and a container's body: multiples of 8 bytes, aligned to 8, cut

@@ -25,6 +25,10 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
+// What Access::make_empty_storage takes of the arena per storage (the state, the Storage and
+// the control block: about 210 bytes), rounded up: a size hint for the arena's blocks.
+constexpr std::size_t kStorageNodeBytes = 256;
+
 // The text of a persistent id's key or location; an int (a pre-1.6 key) is written into
 // `digits`, which the result then views.
 std::string_view text_of(const Value& value, std::array<char, 24>& digits) {
@@ -131,7 +135,12 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          "storage '{}': {} elements of {} need {} bytes, record {} holds {}", key,
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
-  if (!storage_arena_) storage_arena_ = std::make_shared<common::BumpArena>();
+  if (!storage_arena_) {
+    storage_arena_ = std::make_shared<common::BumpArena>();
+    // About one storage per record (Access::make_empty_storage's node: the state, the Storage
+    // and the control block).
+    storage_arena_->expect(storage_by_record_.size() * kStorageNodeBytes);
+  }
   auto storage = internal::Access::make_empty_storage(storage_arena_);
   Storage* made = storage.get();
   internal::StorageState& state = internal::Access::state(*made);

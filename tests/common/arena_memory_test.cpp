@@ -87,6 +87,37 @@ TEST_CASE("common: BumpArena hands out aligned, disjoint memory, large requests 
   CHECK_THROWS_AS((void)arena.allocate(SIZE_MAX - 4, 16), std::bad_alloc);
 }
 
+TEST_CASE("common: BumpArena::expect sizes the next blocks, within the largest block") {
+  BumpArena plain;
+  (void)plain.allocate(8, 8);
+  CHECK(plain.bytes_reserved() == 4096);  // a small user costs one small block
+
+  BumpArena expecting;
+  expecting.expect(std::size_t{1} << 20);
+  auto* first = static_cast<std::byte*>(expecting.allocate(8, 8));
+  CHECK(expecting.bytes_reserved() == std::size_t{1} << 20);
+  // What follows is carved from that block: no second block for the next megabyte.
+  auto* last = static_cast<std::byte*>(expecting.allocate((std::size_t{1} << 20) - 64, 8));
+  CHECK(last > first);
+  CHECK(expecting.bytes_reserved() == std::size_t{1} << 20);
+
+  // Sizes round up to a power of two and stop at the largest block (4 MiB): an expectation of
+  // a gigabyte reserves no gigabyte.
+  BumpArena huge;
+  huge.expect(std::size_t{1} << 30);
+  (void)huge.allocate(8, 8);
+  CHECK(huge.bytes_reserved() == std::size_t{4} << 20);
+  BumpArena odd;
+  odd.expect(5000);
+  (void)odd.allocate(8, 8);
+  CHECK(odd.bytes_reserved() == 8192);
+
+  // Told after its first block, an arena sizes the blocks still to come.
+  plain.expect(std::size_t{2} << 20);
+  (void)plain.allocate(8192, 8);
+  CHECK(plain.bytes_reserved() == 4096 + (std::size_t{2} << 20));
+}
+
 TEST_CASE("common: objects made by BumpArenaAllocator keep their arena alive") {
   auto arena = std::make_shared<BumpArena>();
   std::vector<std::shared_ptr<std::string>> strings;
