@@ -312,7 +312,7 @@ class Walker {
   void add_child(const Value& child, std::string name) {
     // Kept in a frame or in the list: either way it stays until the walk ends or moves it on.
     list_budget_.charge_name(name);
-    if (children_.empty() && child.is(Kind::kCall)) {
+    if (children_.empty() && (builder_.is_next_in_place(child) || child.is(Kind::kCall))) {
       charge_step();
       if (list_if_tensor(child, name)) return;
       --steps_;
@@ -341,7 +341,11 @@ class Walker {
 
   void add_entry(const Value& key, const Value& item, const std::string& name, std::size_t index) {
     charge_step();
-    if (may_hold_tensors(item)) add_child(item, entry_value_name(name, key, index));
+    // The next tensor to name in place is known by its address: its node, written long before
+    // and out of cache, is not read to learn that it is a call.
+    if (builder_.is_next_in_place(item) || may_hold_tensors(item)) {
+      add_child(item, entry_value_name(name, key, index));
+    }
     // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
     // an object or a tuple holding one is walked as `<key N>`.
     if (may_hold_tensors(key) && !pickle::key_text(key)) {

@@ -182,12 +182,16 @@ const std::shared_ptr<Storage>& StorageResolver::registered(Made& made) {
 }
 
 const std::shared_ptr<Storage>& StorageResolver::register_storage(const Storage& storage) {
+  if (next_registered_ < made_.size() && made_[next_registered_].storage == &storage) {
+    return registered(made_[next_registered_++]);
+  }
   const zip::Entry* record = internal::Access::state(storage).record;
   PTHLOAD_ASSERT(record != nullptr && checkpoint_.archive);  // made by resolve() for a record
   const auto record_index =
       static_cast<std::size_t>(record - checkpoint_.archive->entries().data());
   PTHLOAD_ASSERT(storage_by_record_[record_index] != 0);
-  return registered(made_[storage_by_record_[record_index] - 1]);
+  next_registered_ = storage_by_record_[record_index];
+  return registered(made_[next_registered_ - 1]);
 }
 
 }  // namespace pthload::torch

@@ -96,6 +96,10 @@ class StorageResolver {
   // The entry after the last storage record found: torch writes storage records in the order
   // its pickler meets them, so that is usually the next one asked for (see find_record).
   std::size_t next_record_ = 0;
+  // The storage of made_ after the last one register_storage() found: the naming walk meets
+  // prebuilt tensors in the order the worker made their storages, so that is usually the one
+  // asked for, and comparing addresses finds it without reading the storage's state.
+  std::size_t next_registered_ = 0;
 };
 
 }  // namespace pthload::torch

@@ -55,6 +55,10 @@ class TensorBuilder {
   [[nodiscard]] NamedTensor* listed_in_place(const pickle::Value& value) {
     return listing_in_place_ ? prebuilt_listed_in_place(value) : nullptr;
   }
+  /// Whether listed_in_place(value) would name a tensor, without reading `value`'s node.
+  [[nodiscard]] bool is_next_in_place(const pickle::Value& value) const noexcept {
+    return listing_in_place_ && prebuilt_->is_next_in_place(value);
+  }
   /// Ends listing in place (PrebuiltTensors::end_in_place): the walk calls it before it adds
   /// to the tensor list itself, and when it ends. Throws std::bad_alloc.
   void end_in_place_listing() {
