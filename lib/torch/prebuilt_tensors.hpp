@@ -63,15 +63,15 @@ class PrebuiltTensors {
   /// failed), and takes the tensors not yet named out of the checkpoint's list.
   void stop() noexcept;
 
-  /// The list entry holding the tensor the worker rebuilt from `call`, for the walk to name, if
-  /// it is the next one of the list and nothing else was listed since the walk began: its place
-  /// in the list is then already the one the walk gives it. Else null (the walk then calls
-  /// end_in_place() before it lists anything).
   /// Whether `value` is the call whose tensor take_in_place() would name next: a comparison of
   /// pointers, which spares the walk reading the node of every tensor it lists in place.
   [[nodiscard]] bool is_next_in_place(const pickle::Value& value) const noexcept {
     return in_place_ && named_ < calls_.size() && calls_[named_] == &value;
   }
+  /// The list entry holding the tensor the worker rebuilt from `call`, for the walk to name, if
+  /// it is the next one of the list and nothing else was listed since the walk began: its place
+  /// in the list is then already the one the walk gives it. Else null (the walk then calls
+  /// end_in_place() before it lists anything).
   [[nodiscard]] NamedTensor* take_in_place(const pickle::Value& call) noexcept {
     if (!in_place_ || named_ == calls_.size() || calls_[named_] != &call) return nullptr;
     return &list_[first_ + named_++];
