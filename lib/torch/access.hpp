@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/bump_arena.hpp"
+#include "common/prefetch.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/dtype.hpp"
 #include "pthload/tensor.hpp"
@@ -66,6 +67,22 @@ struct Access {
     checkpoint.storages.push_back(std::move(storage));
     state(*checkpoint.storages.back()).index = position;
     return checkpoint.storages.back();
+  }
+
+  /// Starts fetching what passes over every storage read of it: the Storage and the end of its
+  /// state, which lie together, without reading either yet. Every Storage is a
+  /// ConstructibleStorage: only this class can construct one.
+  static void prefetch_state(const Storage& storage) noexcept {
+    const auto& constructed = static_cast<const ConstructibleStorage&>(storage);
+    common::prefetch(&constructed.state.index);
+    common::prefetch(&storage);
+  }
+  /// The same for a pass that reads all of the state (placement: the key, the location, the
+  /// sizes and the record).
+  static void prefetch_whole_state(const Storage& storage) noexcept {
+    const auto& constructed = static_cast<const ConstructibleStorage&>(storage);
+    common::prefetch_lines(&constructed.state, sizeof(StorageState));
+    common::prefetch(&storage);
   }
 
   /// Whether `tensor` has parts, a quantization or a wrapper subclass: false for almost every
