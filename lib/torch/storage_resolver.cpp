@@ -29,6 +29,9 @@ using pickle::Value;
 // the control block: about 210 bytes), rounded up: a size hint for the arena's blocks.
 constexpr std::size_t kStorageNodeBytes = 256;
 
+// How far ahead of the naming walk register_storage() asks for a storage's state.
+constexpr std::size_t kPrefetchAhead = 16;
+
 // The text of a persistent id's key or location; an int (a pre-1.6 key) is written into
 // `digits`, which the result then views.
 std::string_view text_of(const Value& value, std::array<char, 24>& digits) {
@@ -183,6 +186,11 @@ const std::shared_ptr<Storage>& StorageResolver::registered(Made& made) {
 
 const std::shared_ptr<Storage>& StorageResolver::register_storage(const Storage& storage) {
   if (next_registered_ < made_.size() && made_[next_registered_].storage == &storage) {
+    // registered() writes the position into the state: the state of a storage registered a
+    // few calls later is asked for now.
+    if (next_registered_ + kPrefetchAhead < made_.size()) {
+      internal::Access::prefetch_state(*made_[next_registered_ + kPrefetchAhead].storage);
+    }
     return registered(made_[next_registered_++]);
   }
   const zip::Entry* record = internal::Access::state(storage).record;
