@@ -7,6 +7,11 @@
 
 namespace pthload::common {
 
+/// How many objects ahead the passes over every storage or tensor ask for one's memory: far
+/// enough that its lines arrive before the pass reaches it (measured on 100 000 storages), near
+/// enough that they are still cached then.
+inline constexpr std::size_t kPrefetchAhead = 16;
+
 /// Starts fetching the cache line holding `address` (nothing on compilers without the builtin).
 inline void prefetch(const void* address) noexcept {
 #if defined(__GNUC__) || defined(__clang__)

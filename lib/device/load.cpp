@@ -102,10 +102,6 @@ void resolve_wrapper_devices(internal::CheckpointState& checkpoint, const LoadOp
                 [&](const NamedTensor& named) { return skipped.contains(&named.tensor); });
 }
 
-// How many storages ahead the passes over every storage ask for the next state: each is a few
-// cache misses, which the passes would otherwise wait for one after another.
-constexpr std::size_t kPrefetchAhead = 16;
-
 // A storage's device and place in the file, read in the pass that decides the device: sorting
 // by offsets read again from 100 000 storages and their records was a pass of cache misses.
 struct Planned {
@@ -157,8 +153,8 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::unordered_set<const Storage*> skipped;  // map_location answered kSkipStorage
     for (std::size_t i = 0; i < state.storages.size(); ++i) {
       const auto& storage = state.storages[i];
-      if (i + kPrefetchAhead < state.storages.size()) {
-        internal::Access::prefetch_whole_state(*state.storages[i + kPrefetchAhead]);
+      if (i + common::kPrefetchAhead < state.storages.size()) {
+        internal::Access::prefetch_whole_state(*state.storages[i + common::kPrefetchAhead]);
       }
       auto& storage_state = internal::Access::state(*storage);
       auto [device, from_map_location] = resolve_device(storage_state, options);
@@ -212,12 +208,13 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::uint64_t cpu_copy_bytes = 0;
     for (std::size_t i = 0; i < plan.size(); ++i) {
       const Planned& planned = plan[i];
-      if (i + kPrefetchAhead < plan.size()) {
-        common::prefetch_lines(plan[i + kPrefetchAhead].storage, sizeof(internal::StorageState));
+      if (i + common::kPrefetchAhead < plan.size()) {
+        common::prefetch_lines(plan[i + common::kPrefetchAhead].storage,
+                               sizeof(internal::StorageState));
       }
       // Half as far ahead, the state asked for then is there: its record's entry next.
-      if (i + kPrefetchAhead / 2 < plan.size()) {
-        common::prefetch(plan[i + kPrefetchAhead / 2].storage->record);
+      if (i + common::kPrefetchAhead / 2 < plan.size()) {
+        common::prefetch(plan[i + common::kPrefetchAhead / 2].storage->record);
       }
       // Named, not a structured binding: clang 14 (the fuzz build) refuses to capture those.
       internal::StorageState* const storage_state = planned.storage;

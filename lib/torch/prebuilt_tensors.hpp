@@ -74,10 +74,12 @@ class PrebuiltTensors {
   /// in the list is then already the one the walk gives it. Else null (the walk then calls
   /// end_in_place() before it lists anything).
   [[nodiscard]] NamedTensor* take_in_place(const pickle::Value& call) noexcept {
-    if (!in_place_ || named_ == calls_.size() || calls_[named_] != &call) return nullptr;
+    if (!is_next_in_place(call)) return nullptr;
     // The walk marks each call it names (pickle::Value::set_walk_mark): the node of one named a
     // few calls later is asked for now.
-    if (named_ + kPrefetchAhead < calls_.size()) common::prefetch(calls_[named_ + kPrefetchAhead]);
+    if (named_ + common::kPrefetchAhead < calls_.size()) {
+      common::prefetch(calls_[named_ + common::kPrefetchAhead]);
+    }
     return &list_[first_ + named_++];
   }
   /// Ends naming in place: the tensors past those named leave the checkpoint's list for take().
@@ -100,9 +102,6 @@ class PrebuiltTensors {
   [[nodiscard]] std::size_t named_in_place() const noexcept { return named_; }
 
  private:
-  // How far ahead of the walk take_in_place() asks for a call's node.
-  static constexpr std::size_t kPrefetchAhead = 16;
-
   struct Built {
     const pickle::Value* call;
     std::optional<Tensor> tensor;

@@ -13,6 +13,7 @@
 #include "common/assert.hpp"
 #include "common/check.hpp"
 #include "common/checked.hpp"
+#include "common/prefetch.hpp"
 #include "pthload/error.hpp"
 #include "torch/access.hpp"
 #include "torch/globals.hpp"
@@ -28,9 +29,6 @@ using pickle::Value;
 // What Access::make_empty_storage takes of the arena per storage (the state, the Storage and
 // the control block: about 210 bytes), rounded up: a size hint for the arena's blocks.
 constexpr std::size_t kStorageNodeBytes = 256;
-
-// How far ahead of the naming walk register_storage() asks for a storage's state.
-constexpr std::size_t kPrefetchAhead = 16;
 
 // The text of a persistent id's key or location; an int (a pre-1.6 key) is written into
 // `digits`, which the result then views.
@@ -188,8 +186,8 @@ const std::shared_ptr<Storage>& StorageResolver::register_storage(const Storage&
   if (next_registered_ < made_.size() && made_[next_registered_].storage == &storage) {
     // registered() writes the position into the state: the state of a storage registered a
     // few calls later is asked for now.
-    if (next_registered_ + kPrefetchAhead < made_.size()) {
-      internal::Access::prefetch_state(*made_[next_registered_ + kPrefetchAhead].storage);
+    if (next_registered_ + common::kPrefetchAhead < made_.size()) {
+      internal::Access::prefetch_state(*made_[next_registered_ + common::kPrefetchAhead].storage);
     }
     return registered(made_[next_registered_++]);
   }
