@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -57,6 +58,14 @@ constexpr std::size_t kMemoryPerPickleByte = 4;
 // starts while the machine is early in a large pickle.
 constexpr std::size_t kBatchCalls = 512;
 
+// Tensors the worker lists before it publishes them: a store and a look at the waiting walk per
+// 32 tensors, not per tensor.
+constexpr std::size_t kPublishEvery = 32;
+
+// How many more tensors a walk that caught up with the worker waits for: it sleeps and wakes
+// once per so many, not once per tensor.
+constexpr std::size_t kCatchUpTensors = 256;
+
 // How far ahead of the calls handed over the machine's thread faults in the tensor list
 // (populate_list_ahead): two batches, so the worker, which starts on a batch once it is handed
 // over, never reaches a page before it is there.
@@ -85,12 +94,17 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
           common::checked_mul(pickle_bytes, kMemoryPerPickleByte).value_or(SIZE_MAX))) {
   try {
     batch_.reserve(kBatchCalls);
-    // About one tensor per storage record: growing the lists 17 times for 100 000 tensors
-    // would copy each more than once.
+    // The lists never grow: the walk reads them while the worker appends (hand_over_rest()).
+    // So they have room for every tensor the worker's memory admits (many views of a few
+    // storages, as a flattened parameter's, included). Reserved is not yet memory: a large
+    // list is a mapping of its own, faulted in as it fills; twice the tensors torch writes
+    // for the pickle cost address space only.
     const auto& archive = context_.checkpoint.archive;
     const std::size_t records = archive ? archive->entries().size() : 0;
-    calls_.reserve(records);
-    list_.reserve(first_ + records);
+    const std::size_t room =
+        std::max(records, memory_left_ / (sizeof(NamedTensor) + sizeof(const Value*)));
+    calls_.reserve(room);
+    list_.reserve(first_ + room);
     // A list of its own huge-page mapping (common::LargeArrayAllocator: 2 MiB aligned, and no
     // other object's bytes) is faulted in ahead of the worker by this thread, which has time to
     // spare while the worker has none: rebuilding a tensor costs more than making its call.
@@ -107,6 +121,8 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     finished_ = true;  // no thread: every call is left to the walk
   } catch (const std::bad_alloc&) {
     finished_ = true;
+  } catch (const std::length_error&) {
+    finished_ = true;  // room for more tensors than a vector can hold: none
   }
 }
 
@@ -178,6 +194,35 @@ void PrebuiltTensors::populate_list_ahead() noexcept {
 }
 
 void PrebuiltTensors::work() {
+  rebuild_queued();
+  publish(true);
+}
+
+void PrebuiltTensors::publish(bool done) noexcept {
+  const std::size_t count = calls_.size();
+  unpublished_ = 0;
+  published_.store(count | (done ? kPublishedAll : 0), std::memory_order_seq_cst);
+  // Sequentially consistent with the walk's store of wanted_ and its load of published_: either
+  // the walk sees this count, or this sees what it waits for (and wakes it).
+  if (done || count >= wanted_.load(std::memory_order_seq_cst)) published_.notify_all();
+}
+
+bool PrebuiltTensors::wait_for_published(const Value& value) noexcept {
+  if (!worker_.joinable()) return false;  // all its tensors are visible_ since join()
+  for (;;) {
+    const std::uint64_t published = published_.load(std::memory_order_acquire);
+    visible_ = static_cast<std::size_t>(published & ~kPublishedAll);
+    if (named_ < visible_) return true;
+    // Only calls are listed: anything else is not the next, whatever the worker lists later.
+    if ((published & kPublishedAll) != 0 || !value.is(Kind::kCall)) return false;
+    wanted_.store(named_ + kCatchUpTensors, std::memory_order_seq_cst);
+    const std::uint64_t seen = published_.load(std::memory_order_seq_cst);
+    if (seen == published) published_.wait(seen, std::memory_order_acquire);
+    wanted_.store(SIZE_MAX, std::memory_order_relaxed);
+  }
+}
+
+void PrebuiltTensors::rebuild_queued() {
   std::vector<const Value*> calls;
   const Value* last_callable = nullptr;
   KnownGlobal last_kind = KnownGlobal::kOther;
@@ -213,6 +258,10 @@ void PrebuiltTensors::work() {
         // it would have without the worker.
       }
       if (!tensor) continue;
+      if (calls_.size() == calls_.capacity() || list_.size() == list_.capacity()) {
+        memory_left_ = 0;  // no room: the rest is the walk's
+        break;
+      }
       try {
         calls_.push_back(call);
         try {
@@ -225,12 +274,14 @@ void PrebuiltTensors::work() {
       } catch (...) {
         return;  // no memory: the calls from here on are the walk's
       }
+      if (++unpublished_ == kPublishEvery) publish(false);
     }
     calls.clear();
+    if (unpublished_ != 0) publish(false);
   }
 }
 
-void PrebuiltTensors::close(bool discard) noexcept {
+void PrebuiltTensors::close_queue(bool discard) noexcept {
   if (!worker_.joinable()) return;
   try {
     if (!discard && !batch_.empty()) hand_over_batch();
@@ -240,19 +291,31 @@ void PrebuiltTensors::close(bool discard) noexcept {
   {
     const std::lock_guard lock(mutex_);
     closed_ = true;
-    discard_ = discard;
+    discard_ = discard_ || discard;
   }
   wake_worker_.notify_one();
+}
+
+void PrebuiltTensors::join() noexcept {
+  if (!worker_.joinable()) return;
   worker_.join();
+  visible_ = calls_.size();
+}
+
+void PrebuiltTensors::hand_over_rest() noexcept {
+  close_queue(false);
+  finished_ = true;
 }
 
 void PrebuiltTensors::finish() noexcept {
-  close(false);
+  close_queue(false);
+  join();
   finished_ = true;
 }
 
 void PrebuiltTensors::stop() noexcept {
-  close(true);
+  close_queue(true);
+  join();
   finished_ = true;
   // The list keeps only what the walk named: a failed pickle leaves it as it found it.
   if (in_place_) {

@@ -2,11 +2,14 @@
 // two halves of open() — running the pickle and rebuilding its tensors — overlap on two cores.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +36,14 @@ struct RebuildContext;
 /// moves the tensors not yet named out of the list, and the walk takes them by call (take,
 /// from TensorBuilder::tensor_of) or rebuilds what the worker did not.
 ///
+/// The walk need not wait for the worker to finish (hand_over_rest()): rebuilding a tensor costs
+/// the worker more than making its call costs the machine, so the worker is still busy when the
+/// pickle ends, and the walk names in place, beside it, each tensor the worker has published
+/// (published_), waiting only where it catches up. Naming in place reads nothing else the worker
+/// writes; everything else the walk does waits for finish() first (TensorBuilder::settle). The
+/// worker never grows the list or its calls while the walk may read them: both are reserved for
+/// as many tensors as the worker's memory bound admits.
+///
 /// What the worker reads of a call — the callable and the arguments, a tuple of ints, tuples,
 /// bools and persistent ids — never changes once the call is made, and the values live in the
 /// machine's arena, which outlives the worker (finish() or stop() first: see the pickle
@@ -57,17 +68,25 @@ class PrebuiltTensors {
   /// Hands `value` to the worker if it is a dense rebuild call of a persistent id. Never
   /// throws: a call that cannot be handed over is left to the walk.
   void on_call(const pickle::Value& value) noexcept;
-  /// Waits for the worker to rebuild every call handed over; take_in_place() and take() may then
-  /// be called.
+  /// Hands the calls not yet handed over to the worker, which stops once it has rebuilt them
+  /// all; does not wait for it. take_in_place() may then be called.
+  void hand_over_rest() noexcept;
+  /// Waits for the worker to rebuild every call handed over; take() may then be called.
   void finish() noexcept;
+  /// Whether the worker has stopped and been waited for (finish(), stop()), or never started.
+  [[nodiscard]] bool finished() const noexcept { return !worker_.joinable(); }
   /// Stops the worker without waiting for the calls not yet rebuilt (the pickle or the walk
   /// failed), and takes the tensors not yet named out of the checkpoint's list.
   void stop() noexcept;
 
   /// Whether `value` is the call whose tensor take_in_place() would name next: a comparison of
-  /// pointers, which spares the walk reading the node of every tensor it lists in place.
-  [[nodiscard]] bool is_next_in_place(const pickle::Value& value) const noexcept {
-    return in_place_ && named_ < calls_.size() && calls_[named_] == &value;
+  /// pointers, which spares the walk reading the node of every tensor it lists in place. Where
+  /// the walk has caught up with a worker still running, waits for it to publish more tensors
+  /// (or stop) if `value` is a call.
+  [[nodiscard]] bool is_next_in_place(const pickle::Value& value) noexcept {
+    if (!in_place_) return false;
+    if (named_ >= visible_ && !wait_for_published(value)) return false;
+    return calls_[named_] == &value;
   }
   /// The list entry holding the tensor the worker rebuilt from `call`, for the walk to name, if
   /// it is the next one of the list and nothing else was listed since the walk began: its place
@@ -77,7 +96,7 @@ class PrebuiltTensors {
     if (!is_next_in_place(call)) return nullptr;
     // The walk marks each call it names (pickle::Value::set_walk_mark): the node of one named a
     // few calls later is asked for now.
-    if (named_ + common::kPrefetchAhead < calls_.size()) {
+    if (named_ + common::kPrefetchAhead < visible_) {
       common::prefetch(calls_[named_ + common::kPrefetchAhead]);
     }
     return &list_[first_ + named_++];
@@ -100,6 +119,10 @@ class PrebuiltTensors {
   [[nodiscard]] std::size_t rebuilt() const noexcept { return rebuilt_; }
   /// How many of them the walk named in place (tests).
   [[nodiscard]] std::size_t named_in_place() const noexcept { return named_; }
+  /// The tensors named in place, in the list's order.
+  [[nodiscard]] std::span<NamedTensor> named_in_place_tensors() noexcept {
+    return {list_.data() + first_, named_};
+  }
 
  private:
   struct Built {
@@ -108,11 +131,21 @@ class PrebuiltTensors {
   };
 
   void work();
+  void rebuild_queued();
+  // The worker's: makes the tensors it listed so far visible to the walk, and wakes a walk that
+  // waits for them.
+  void publish(bool done) noexcept;
+  // The walk's, once it has named every tensor it saw published: the count published now, after
+  // waiting if the worker is still running and `value` is a call. False where nothing more
+  // will come.
+  bool wait_for_published(const pickle::Value& value) noexcept;
   void hand_over_batch();
   // Faults in the part of the list the worker fills next, on the walk's thread (which the
   // worker lags behind): the worker then fills memory that is there.
   void populate_list_ahead() noexcept;
-  void close(bool discard) noexcept;
+  // Closes the queue: the worker stops once it is empty (at once with `discard`).
+  void close_queue(bool discard) noexcept;
+  void join() noexcept;
   [[nodiscard]] static bool is_dense_kind(KnownGlobal kind) noexcept;
   [[nodiscard]] bool is_dense_rebuild(const pickle::Value& call) noexcept;
 
@@ -136,14 +169,25 @@ class PrebuiltTensors {
   bool discard_ = false;                      // guarded by mutex_
 
   // The worker's; the walk's once the worker has stopped. The call each tensor the worker put
-  // in the list was rebuilt from (calls_[i] for list_[first_ + i]).
+  // in the list was rebuilt from (calls_[i] for list_[first_ + i]); the walk reads those below
+  // the count published.
   std::vector<const pickle::Value*, common::LargeArrayAllocator<const pickle::Value*>> calls_;
   std::size_t rebuilt_ = 0;
   std::size_t memory_left_;
+  std::size_t unpublished_ = 0;
+  // How many tensors the worker has listed, with kPublishedAll once it has stopped: written
+  // (release) by the worker, read (acquire) by the walk, so that what the worker wrote of a
+  // tensor and its storage is there for the walk before it names it.
+  static constexpr std::uint64_t kPublishedAll = std::uint64_t{1} << 63;
+  std::atomic<std::uint64_t> published_{0};
+  // The count the walk waits for (none: SIZE_MAX); the worker wakes it once it publishes that.
+  std::atomic<std::size_t> wanted_{SIZE_MAX};
   std::jthread worker_;
 
-  // The walk's: how many of the worker's tensors it named in place, and whether it still does.
+  // The walk's: how many of the worker's tensors it named in place, how many it knows to be
+  // published, and whether it still names in place.
   std::size_t named_ = 0;
+  std::size_t visible_ = 0;
   bool in_place_ = true;
   // The tensors end_in_place() took out of the list, and take()'s cursor over them: the walk
   // meets the calls in the order the pickle made them, most often.

@@ -95,7 +95,11 @@ std::optional<Tensor> tensor_of(RebuildContext& context, const Value& value) {
 NamedTensor* TensorBuilder::prebuilt_listed_in_place(const Value& value) {
   // Only calls were handed to the worker: a comparison of pointers says enough.
   NamedTensor* listed = prebuilt_->take_in_place(value);
-  if (listed != nullptr) (void)context_.storages.register_storage(listed->tensor.storage());
+  // Beside the worker, which makes storages as it goes, the storage joins the checkpoint's in
+  // settle(); after it, now.
+  if (listed != nullptr && settled_) {
+    (void)context_.storages.register_storage(listed->tensor.storage());
+  }
   return listed;
 }
 
@@ -105,6 +109,7 @@ void TensorBuilder::end_prebuilt_listing() {
 }
 
 void TensorBuilder::abandon_in_place_listing() noexcept {
+  if (!settled_) settle();
   if (!listing_in_place_) return;
   prebuilt_->stop();
   listing_in_place_ = false;
@@ -120,10 +125,21 @@ void TensorBuilder::prebuild_during(pickle::RunOptions& options, std::size_t pic
 
 void TensorBuilder::prebuilding_done() {
   if (!prebuilt_) return;
+  prebuilt_->hand_over_rest();
+  listing_in_place_ = true;
+  settled_ = false;
+}
+
+void TensorBuilder::settle() noexcept {
+  settled_ = true;
+  if (!prebuilt_) return;
   prebuilt_->finish();
+  // The storages were made by resolve() on the worker, one per record: registering them only
+  // moves their owners into the checkpoint's list, which is reserved for one per record.
+  for (const NamedTensor& named : prebuilt_->named_in_place_tensors())
+    (void)context_.storages.register_storage(named.tensor.storage());
   context_.storages.set_registration_deferred(false);
   context_.prebuilt = prebuilt_.get();
-  listing_in_place_ = true;
 }
 
 std::pair<std::size_t, std::size_t> TensorBuilder::prebuilt_counts() const noexcept {

@@ -45,6 +45,9 @@ class TensorBuilder {
   /// function pthload does not know or a form of a known one it does not read, with the
   /// offending function named.
   [[nodiscard]] std::optional<Tensor> tensor_of(const pickle::Value& value) {
+    // Only a call may be rebuilt (with the context the worker uses until it is waited for).
+    if (!value.is(pickle::Kind::kCall)) return std::nullopt;
+    if (!settled_) settle();
     return torch::tensor_of(context_, value);
   }
 
@@ -56,12 +59,13 @@ class TensorBuilder {
     return listing_in_place_ ? prebuilt_listed_in_place(value) : nullptr;
   }
   /// Whether listed_in_place(value) would name a tensor, without reading `value`'s node.
-  [[nodiscard]] bool is_next_in_place(const pickle::Value& value) const noexcept {
+  [[nodiscard]] bool is_next_in_place(const pickle::Value& value) noexcept {
     return listing_in_place_ && prebuilt_->is_next_in_place(value);
   }
   /// Ends listing in place (PrebuiltTensors::end_in_place): the walk calls it before it adds
   /// to the tensor list itself, and when it ends. Throws std::bad_alloc.
   void end_in_place_listing() {
+    if (!settled_) settle();
     if (listing_in_place_) end_prebuilt_listing();
   }
   /// Ends listing in place when the walk fails: the tensors not named leave the list.
@@ -73,7 +77,9 @@ class TensorBuilder {
   /// (RunOptions::on_abandon). Without a thread to spare, tensor_of() rebuilds every call.
   /// `pickle_bytes`, the pickle's size, bounds what the worker keeps.
   void prebuild_during(pickle::RunOptions& options, std::size_t pickle_bytes);
-  /// Waits for the worker; tensor_of() then takes what it rebuilt.
+  /// Lets the worker finish the calls it was handed without waiting for it: listed_in_place()
+  /// names its tensors as it publishes them, and tensor_of() waits for it, then takes what it
+  /// rebuilt.
   void prebuilding_done();
   /// How many distinct spellings of bytes (protocol 2's _codecs.encode(text, encoding)) the
   /// numpy arrays' data were decoded from (tests).
@@ -88,12 +94,17 @@ class TensorBuilder {
   /// Why the last tensor_of() that returned nullopt left a tensor-like value opaque (a numpy
   /// object array...), once; nullopt when it was simply no tensor. Clears the reason.
   [[nodiscard]] std::optional<std::string> take_opaque_reason() {
+    // Only the walk's rebuilds give a reason (a numpy array's): the worker rebuilds dense
+    // tensors only.
     return std::exchange(context_.opaque_reason, std::nullopt);
   }
 
  private:
   NamedTensor* prebuilt_listed_in_place(const pickle::Value& value);
   void end_prebuilt_listing();
+  // Waits for the worker, whose context (the storage resolver...) is then the walk's alone, and
+  // registers the storages of the tensors named in place meanwhile, in the order named.
+  void settle() noexcept;
 
   RebuildContext context_;
   // After context_, which its worker uses: stopped before the context goes.
@@ -101,6 +112,8 @@ class TensorBuilder {
   // From prebuilding_done() until the walk first adds to the list itself: asked of every value
   // the walk meets, so a load without the worker pays one test for it.
   bool listing_in_place_ = false;
+  // Whether nothing runs beside the walk: no worker, or one waited for (settle()).
+  bool settled_ = true;
 };
 
 }  // namespace pthload::torch
