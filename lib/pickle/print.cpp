@@ -350,7 +350,8 @@ class Printer {
       work.pop_back();
       if (!is_compound(*v) || depth > options_.max_depth) continue;
       if (!seen.insert(v).second) {
-        shared_.insert(v);
+        // The arena's sharing, not the pickle's: printed in full wherever met.
+        if (!v->is_shared_constant()) shared_.insert(v);
         continue;
       }
       const std::size_t first = work.size();

@@ -212,8 +212,31 @@ Value* ValueArena::make_shared_small_int(std::int64_t value) {
   Value*& shared = small_ints_[value - kSmallIntMin];
   shared = new_value(Kind::kInt);
   shared->integer_ = value;
+  shared->flags_ = Value::kSharedConstant;
   --value_count_;
   return shared;
+}
+
+Value* ValueArena::shared_small_int_tuple(std::span<Value* const> elements) {
+  const auto position = [](const Value* value) {
+    return static_cast<std::size_t>(value->integer_ - kSmallIntMin);
+  };
+  Value** slot = nullptr;
+  if (elements.size() == 1) {
+    slot = &small_int_singles_[position(elements[0])];
+  } else {
+    SmallIntPair& pair =
+        small_int_pairs_[(position(elements[0]) * 31 + position(elements[1])) % kSmallIntPairSlots];
+    if (pair.first != elements[0] || pair.second != elements[1]) {
+      pair = {elements[0], elements[1], nullptr};
+    }
+    slot = &pair.tuple;
+  }
+  if (*slot == nullptr) {
+    *slot = make_new_tuple(elements);
+    (*slot)->flags_ |= Value::kSharedConstant;
+  }
+  return *slot;
 }
 
 Value* ValueArena::make_int_from_bytes(std::span<const std::byte> bytes) {

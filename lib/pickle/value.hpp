@@ -157,10 +157,17 @@ class Value {
   /// lists, dicts, sets, bytearrays and tuples holding one of those.
   [[nodiscard]] bool is_hashable() const noexcept { return (flags_ & kUnhashable) == 0; }
 
+  /// Whether the arena gives this one node for every equal value the pickle makes (a small int,
+  /// a tuple of one or two of them), as Python shares its small ints: being immutable, the
+  /// value is the same wherever it is met, but two of its places need not have been one object
+  /// in the pickle, so its sharing says nothing of the pickle's.
+  [[nodiscard]] bool is_shared_constant() const noexcept { return (flags_ & kSharedConstant) != 0; }
+
  private:
   friend class ValueArena;
   static constexpr std::uint8_t kUnhashable = 1;
   static constexpr std::uint8_t kHasSurrogates = 2;
+  static constexpr std::uint8_t kSharedConstant = 4;
 
   struct Text {
     const char* data;
@@ -291,6 +298,13 @@ class ValueArena {
   // tuple, container, Call or Global keeps there: see Value).
   Value* new_value(Kind kind, std::size_t behind = 0);
   Value* make_shared_small_int(std::int64_t value);
+  [[nodiscard]] static bool is_shared_small_int(const Value& value) noexcept {
+    return value.kind_ == Kind::kInt && (value.flags_ & Value::kSharedConstant) != 0;
+  }
+  // A tuple of one or two shared small ints, shared in turn: 100 000 small tensors have 200 000
+  // sizes and strides, most of them (4,) and (1,).
+  Value* shared_small_int_tuple(std::span<Value* const> elements);
+  Value* make_new_tuple(std::span<Value* const> elements);
   static void raise_depth(Value& target, const Value* child) noexcept;
   detail::Body& body_of(Value& target);
   detail::Body& call_body(Value& call);
@@ -317,6 +331,16 @@ class ValueArena {
   static constexpr int kSmallIntMin = -5;
   static constexpr int kSmallIntMax = 256;
   Value* small_ints_[kSmallIntMax - kSmallIntMin + 1] = {};
+  // The tuples of one shared small int, by the int, and of two, in a small direct-mapped cache
+  // (a pair that collides is simply made again: the cache only saves memory).
+  Value* small_int_singles_[kSmallIntMax - kSmallIntMin + 1] = {};
+  struct SmallIntPair {
+    const Value* first = nullptr;
+    const Value* second = nullptr;
+    Value* tuple = nullptr;
+  };
+  static constexpr std::size_t kSmallIntPairSlots = 64;
+  SmallIntPair small_int_pairs_[kSmallIntPairSlots] = {};
 };
 
 inline void* ValueArena::allocate(std::size_t size, std::size_t alignment) {
@@ -357,6 +381,15 @@ inline Value* ValueArena::make_string_view(std::string_view text, bool has_surro
 
 inline Value* ValueArena::make_tuple(std::span<Value* const> elements) {
   if (elements.empty()) return empty_tuple_;
+  // A small tensor's size and stride: (4,), (1,), (3, 3)...
+  if (elements.size() <= 2 && is_shared_small_int(*elements.front()) &&
+      is_shared_small_int(*elements.back())) {
+    return shared_small_int_tuple(elements);
+  }
+  return make_new_tuple(elements);
+}
+
+inline Value* ValueArena::make_new_tuple(std::span<Value* const> elements) {
   // The elements right behind the tuple, in one allocation: the same bytes as two, one step.
   // The count is of stack slots that exist, so the size cannot overflow.
   Value* v = new_value(Kind::kTuple, elements.size() * sizeof(const Value*));

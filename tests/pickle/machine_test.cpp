@@ -490,3 +490,25 @@ TEST_CASE("pickle: opcode names and protocols") {
   CHECK(known == 68);
   CHECK(pthload::pickle::kind_name(Kind::kPython2String) == "python2-string");
 }
+
+TEST_CASE("pickle: tuples of one or two small ints are one node each, as small ints are") {
+  // [(4,), (4,), (1, 2), (1, 2), (2, 1), (300,), (300,)]: TUPLE1 and TUPLE2 of BININT1 and
+  // BININT2. Two equal tuples of small ints are one shared node (a small tensor's size and
+  // stride); tuples of larger ints, or of other values, are made each time, like the ints.
+  const auto r = run("(K\x04\x85K\x04\x85K\x01K\x02\x86K\x01K\x02\x86K\x02K\x01\x86"
+                     "M\x2c\x01\x85M\x2c\x01\x85l."sv);
+  const auto items = root(r).items();
+  REQUIRE(items.size() == 7);
+  CHECK(print(*items[2]) == "(1, 2)");
+  CHECK(print(*items[5]) == "(300,)");
+  CHECK(items[0] == items[1]);
+  CHECK(items[0]->is_shared_constant());
+  CHECK(items[0]->depth() == 1);
+  CHECK(items[2] == items[3]);
+  CHECK(items[2] != items[4]);
+  CHECK(items[4]->items()[0]->as_int() == 2);
+  CHECK(items[5] != items[6]);
+  CHECK_FALSE(items[5]->is_shared_constant());
+  // Counted once each, as made: (4,), (1, 2), (2, 1), two 300s and their tuples, the list.
+  CHECK(r.arena->value_count() == 8);
+}

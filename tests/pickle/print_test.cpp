@@ -70,9 +70,11 @@ TEST_CASE("pickle: shared nodes print once, then as references; cycles are marke
   CHECK(printed("]q\x00h\x00"
                 "a."sv) == "#1=[<cycle #1>]");
   CHECK(printed("}q\x00K\x01h\x00s."sv) == "#1={1: <cycle #1>}");
-  // Scalars and globals shared through the memo print in full each time.
+  // Scalars and globals shared through the memo print in full each time, and so do the
+  // tuples of small ints the arena shares (pickle::Value::is_shared_constant).
   CHECK(printed("(X\x01\x00\x00\x00"
                 "aq\x00h\x00l."sv) == "['a', 'a']");
+  CHECK(printed("(K\x04\x85K\x04\x85l."sv) == "[(4,), (4,)]");
   // Two lists that hold each other.
   CHECK(printed("]q\x00]q\x01h\x00"
                 "a0h\x01"
