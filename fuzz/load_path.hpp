@@ -83,11 +83,11 @@ inline void check_every_tensor_listed(const Checkpoint& checkpoint) {
     const bool is_used = used.contains(storage.get());
     const bool is_reported = state.record != nullptr
                                  ? unused_records.contains(std::string(state.record->name))
-                                 : unused_keys.contains(state.key);
+                                 : unused_keys.contains(std::string(state.key.view()));
     if (is_used == is_reported) std::abort();  // used and reported, or neither
     if (is_used)
       (state.record != nullptr ? used_records : used_keys)
-          .insert(state.record != nullptr ? std::string(state.record->name) : state.key);
+          .insert(std::string(state.record != nullptr ? state.record->name : state.key.view()));
   }
   const auto& state = internal::Access::state(checkpoint);
   if (state.pickle.root == nullptr) return;

@@ -14,6 +14,7 @@
 #include "common/aligned_buffer.hpp"
 #include "common/large_arrays.hpp"
 #include "common/mapped_file.hpp"
+#include "common/short_text.hpp"
 #include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/device.hpp"
@@ -53,8 +54,8 @@ struct MetaPlacement {};
 // every 64 bytes it reads. So the state is small, and what those walks read sits at its end,
 // beside the Storage that points to it (Access::ConstructibleStorage puts it just after).
 struct StorageState {
-  std::string key;
-  std::string location;
+  common::ShortText key;
+  common::ShortText location;
   /// In a legacy stream (which has no records), a safetensors file, a DCP item or a numpy array:
   /// the range of the file holding the bytes. Null for a zip record.
   std::unique_ptr<FileRange> file_range;

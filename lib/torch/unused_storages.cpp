@@ -117,7 +117,7 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
     const internal::StorageState& state = internal::Access::state(*checkpoint.storages[i]);
     marks.account(state);
     checkpoint.unused_storages.push_back(
-        {.key = state.key,
+        {.key = std::string(state.key.view()),
          .record = state.record != nullptr ? std::string(state.record->name) : std::string(),
          .nbytes = state.nbytes});
   }
