@@ -39,8 +39,8 @@ class ShortText {
     }
     return *this;
   }
-  /// Throws std::bad_alloc for text longer than 15 bytes when no memory is left (this then holds
-  /// what it held before).
+  /// Throws std::bad_alloc for text longer than 15 bytes when no memory is left, and
+  /// std::length_error for text of 4 GiB or more (this then holds what it held before).
   ShortText& operator=(std::string_view text) {
     ShortText replacement(text);
     *this = std::move(replacement);
@@ -64,7 +64,7 @@ class ShortText {
  private:
   static constexpr std::size_t kInline = 15;
   // The last byte: the inline size, or kOnHeap (the first 8 bytes then point at the text, the
-  // next 4 hold its size: text longer than 4 GiB is refused long before, by the pickle's limits).
+  // next 4 hold its size: a key or location of 4 GiB is refused, by the pickle's limits first).
   static constexpr unsigned char kOnHeap = 0xFF;
   static constexpr std::size_t kTag = 15;
 

@@ -73,8 +73,6 @@ class PrebuiltTensors {
   void hand_over_rest() noexcept;
   /// Waits for the worker to rebuild every call handed over; take() may then be called.
   void finish() noexcept;
-  /// Whether the worker has stopped and been waited for (finish(), stop()), or never started.
-  [[nodiscard]] bool finished() const noexcept { return !worker_.joinable(); }
   /// Stops the worker without waiting for the calls not yet rebuilt (the pickle or the walk
   /// failed), and takes the tensors not yet named out of the checkpoint's list.
   void stop() noexcept;

@@ -58,7 +58,8 @@ class TensorBuilder {
   [[nodiscard]] NamedTensor* listed_in_place(const pickle::Value& value) {
     return listing_in_place_ ? prebuilt_listed_in_place(value) : nullptr;
   }
-  /// Whether listed_in_place(value) would name a tensor, without reading `value`'s node.
+  /// Whether listed_in_place(value) would name a tensor, without reading `value`'s node (but
+  /// where the walk waits for the worker to publish more tensors).
   [[nodiscard]] bool is_next_in_place(const pickle::Value& value) noexcept {
     return listing_in_place_ && prebuilt_->is_next_in_place(value);
   }
