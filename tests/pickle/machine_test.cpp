@@ -495,8 +495,9 @@ TEST_CASE("pickle: tuples of one or two small ints are one node each, as small i
   // [(4,), (4,), (1, 2), (1, 2), (2, 1), (300,), (300,)]: TUPLE1 and TUPLE2 of BININT1 and
   // BININT2. Two equal tuples of small ints are one shared node (a small tensor's size and
   // stride); tuples of larger ints, or of other values, are made each time, like the ints.
-  const auto r = run("(K\x04\x85K\x04\x85K\x01K\x02\x86K\x01K\x02\x86K\x02K\x01\x86"
-                     "M\x2c\x01\x85M\x2c\x01\x85l."sv);
+  const auto r =
+      run("(K\x04\x85K\x04\x85K\x01K\x02\x86K\x01K\x02\x86K\x02K\x01\x86"
+          "M\x2c\x01\x85M\x2c\x01\x85l."sv);
   const auto items = root(r).items();
   REQUIRE(items.size() == 7);
   CHECK(print(*items[2]) == "(1, 2)");
