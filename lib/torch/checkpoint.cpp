@@ -131,13 +131,15 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
   common::with_context({.record = data_pickle->name}, [&] {
     pickle::Machine machine(options.limits);
     const auto bytes = pickle_bytes.bytes();
-    // About one tensor per storage record: growing the list 17 times for 100 000 tensors moved
-    // more bytes than naming them did.
-    state.tensors.reserve(state.archive->entries().size());
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     pickle::RunOptions run_options;
     if (bytes.size() >= kPrebuildPickleBytes && uses_parse_thread(options)) {
+      // The worker reserves the list, for as many tensors as it may rebuild.
       builder.prebuild_during(run_options, bytes.size());
+    } else {
+      // About one tensor per storage record: growing the list 17 times for 100 000 tensors
+      // moved more bytes than naming them did.
+      state.tensors.reserve(state.archive->entries().size());
     }
     state.pickle = machine.run(bytes, run_options);
     common::phases::end("run the pickle");
