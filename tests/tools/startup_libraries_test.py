@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tools load no shared library at start that the build meant to link into them (see
-tools/meson.build): each such library costs every run of pthinspect or pthbench 0.1-0.5 ms, a
-quarter of a whole `pthinspect ls` of a 1 GB checkpoint. Reads each program's DT_NEEDED entries
+tools/meson.build): each such library costs every run of pthinspect or pthbench 0.1-0.5 ms, up
+to a fifth of a whole `pthinspect ls` of a 1 GB checkpoint. Reads each program's DT_NEEDED entries
 with readelf.
   startup_libraries_test.py READELF FORBIDDEN_PREFIXES(comma-separated) PROGRAM..."""
 import re
