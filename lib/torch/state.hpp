@@ -46,6 +46,12 @@ struct FileRange {
   std::shared_ptr<const common::MappedFile> file;
 };
 
+/// The bytes are an owned copy in a block shared with the other small storages one copy load
+/// made (device/cpu/packed_copies.hpp), which this keeps.
+struct PackedCopy {
+  std::shared_ptr<const std::byte> block;
+};
+
 /// On the meta device a storage has a size and no bytes.
 struct MetaPlacement {};
 
@@ -59,8 +65,8 @@ struct StorageState {
   /// In a legacy stream (which has no records), a safetensors file, a DCP item or a numpy array:
   /// the range of the file holding the bytes. Null for a zip record.
   std::unique_ptr<FileRange> file_range;
-  std::variant<std::monostate, FileView, common::AlignedBuffer, std::unique_ptr<DeviceMemory>,
-               MetaPlacement>
+  std::variant<std::monostate, FileView, common::AlignedBuffer, PackedCopy,
+               std::unique_ptr<DeviceMemory>, MetaPlacement>
       placement;
   /// The bytes, when placed on the CPU (a view of the file or of the owned buffer).
   std::span<const std::byte> cpu_bytes;

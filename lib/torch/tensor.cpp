@@ -46,7 +46,8 @@ bool Storage::is_in_pickle() const noexcept {
 
 std::span<const std::byte> Storage::bytes() const {
   const bool on_cpu = std::holds_alternative<internal::FileView>(state_->placement) ||
-                      std::holds_alternative<common::AlignedBuffer>(state_->placement);
+                      std::holds_alternative<common::AlignedBuffer>(state_->placement) ||
+                      std::holds_alternative<internal::PackedCopy>(state_->placement);
   if (!on_cpu) {
     throw DeviceError(Errc::kDeviceNotOnCpu,
                       fmt::format("storage '{}' is {}, not on the CPU", state_->key,

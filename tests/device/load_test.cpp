@@ -234,6 +234,41 @@ TEST_CASE("device: copy mode gives owned aligned buffers equal to the views") {
   }
 }
 
+TEST_CASE("device: a copy load's small storages share one block, which a kept tensor keeps") {
+  // Two small storages around one past PackedCopies::kMaxPieceBytes (4 KiB), which gets a buffer
+  // of its own.
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("small").tensor_v2("FloatStorage", "0", 4, 0, {4}, {1}, "cpu");
+  p.str("large").tensor_v2("FloatStorage", "1", 2000, 0, {2000}, {1}, "cpu");
+  p.str("tail").tensor_v2("FloatStorage", "2", 3, 1, {2}, {1}, "cpu");
+  p.setitems().stop();
+  const auto file = checkpoint_file(p.bytes(), {{.name = "ck/data/0", .data = float_record(4)},
+                                                {.name = "ck/data/1", .data = float_record(2000)},
+                                                {.name = "ck/data/2", .data = float_record(3)}});
+  std::optional<pthload::Tensor> kept;
+  {
+    const auto views = pthload::load(file.path());
+    const auto copies = pthload::load(file.path(), {.copy_cpu_storages = true});
+    REQUIRE(copies.storages().size() == 3);
+    for (std::size_t i = 0; i < copies.storages().size(); ++i) {
+      const auto& view = *views.storages()[i];
+      const auto& copy = *copies.storages()[i];
+      CHECK_FALSE(copy.is_file_view());
+      CHECK(reinterpret_cast<std::uintptr_t>(copy.bytes().data()) % 64 == 0);
+      REQUIRE(view.bytes().size() == copy.bytes().size());
+      CHECK(std::memcmp(view.bytes().data(), copy.bytes().data(), view.bytes().size()) == 0);
+    }
+    // Pieces of one block, in the order they were placed (file order): 16 bytes take 64.
+    CHECK(copies.storages()[2]->bytes().data() == copies.storages()[0]->bytes().data() + 64);
+    kept = copies.tensor("tail");
+  }
+  // The checkpoint, and the storages the tensor does not use, are gone; the block is not.
+  REQUIRE(kept->numel() == 2);
+  CHECK(element(*kept, 0) == 1.0f);
+  CHECK(element(*kept, 1) == 2.0f);
+}
+
 TEST_CASE(
     "device: to() after open() places as load() with open()'s options; its errors name the "
     "file") {

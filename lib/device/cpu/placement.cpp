@@ -70,7 +70,7 @@ std::size_t view_alignment(const internal::StorageState& storage) noexcept {
 }
 
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy, std::vector<cpu::FileCopy>* deferred) {
+                  bool copy, std::vector<cpu::FileCopy>* deferred, cpu::PackedCopies* packed) {
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
@@ -87,15 +87,25 @@ bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
       return false;
     }
     if (deferred != nullptr && !swap) {
-      common::AlignedBuffer buffer(view->size());
+      std::span<std::byte> destination =
+          packed != nullptr ? packed->take(view->size()) : std::span<std::byte>();
+      const bool in_block = !destination.empty();
+      common::AlignedBuffer buffer;
+      if (!in_block) {
+        buffer = common::AlignedBuffer(view->size());
+        destination = buffer.span().first(view->size());
+      }
       deferred->push_back({.file = &file,
                            .source = *view,
-                           .destination = buffer.span().first(view->size()),
+                           .destination = destination,
                            .record = record_name(storage),
                            .header_bytes = header_bytes(storage)});
-      storage.placement = std::move(buffer);
-      storage.cpu_bytes =
-          std::get<common::AlignedBuffer>(storage.placement).span().first(storage.nbytes);
+      if (in_block) {
+        storage.placement = internal::PackedCopy{packed->block()};
+      } else {
+        storage.placement = std::move(buffer);
+      }
+      storage.cpu_bytes = destination.first(static_cast<std::size_t>(storage.nbytes));
       storage.device = Device::cpu();
       return true;
     }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "device/cpu/file_copies.hpp"
+#include "device/cpu/packed_copies.hpp"
 #include "torch/state.hpp"
 
 namespace pthload::device {
@@ -14,8 +15,10 @@ namespace pthload::device {
 /// With `deferred`, a plain copy from the file (no inflation, no byte swap) is not read here:
 /// the buffer is allocated and placed, and the read appended to `deferred` for
 /// cpu::read_copies; returns whether it was (the storage's bytes are not there until then).
+/// With `packed` too, the buffer of a small storage is a piece of its block where it has room.
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy, std::vector<cpu::FileCopy>* deferred = nullptr);
+                  bool copy, std::vector<cpu::FileCopy>* deferred = nullptr,
+                  cpu::PackedCopies* packed = nullptr);
 
 /// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
 /// to another device: a view of the file, or a buffer kept in `scratch` (an inflated record).
