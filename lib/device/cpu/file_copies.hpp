@@ -44,7 +44,7 @@ inline constexpr std::size_t kCopyChunkBytes = std::size_t{8} << 20;
 
 /// Reads every copy through its file's copy_out (pread for files), `copies` being in file
 /// order: a large copy in chunks of kCopyChunkBytes, small copies (under 1 MiB) of adjacent
-/// records together, one read per kCopyChunkBytes of file. With `threads` > 1 the units are
+/// records together, one read per MiB of file. With `threads` > 1 the units are
 /// taken in order by that many threads (run_on_threads), else read by the calling thread; each
 /// adds the bytes it filled to `progress`. The first error stops the others from taking more
 /// units and is rethrown here once every thread has stopped; what the other threads read by then
