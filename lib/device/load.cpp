@@ -210,7 +210,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::vector<DeviceJob> jobs;
     std::vector<internal::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
-    std::vector<cpu::FileCopy> cpu_copies;
+    cpu::FileCopyList cpu_copies;
     // Every storage a copy: 6 MB of copies for 100 000, grown by doubling they cost twice that.
     if (options.copy_cpu_storages) cpu_copies.reserve(plan.size());
     std::uint64_t cpu_copy_bytes = 0;

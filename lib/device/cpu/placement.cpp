@@ -70,7 +70,7 @@ std::size_t view_alignment(const internal::StorageState& storage) noexcept {
 }
 
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy, std::vector<cpu::FileCopy>* deferred, cpu::PackedCopies* packed) {
+                  bool copy, cpu::FileCopyList* deferred, cpu::PackedCopies* packed) {
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {

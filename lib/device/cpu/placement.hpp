@@ -17,7 +17,7 @@ namespace pthload::device {
 /// cpu::read_copies; returns whether it was (the storage's bytes are not there until then).
 /// With `packed` too, the buffer of a small storage is a piece of its block where it has room.
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
-                  bool copy, std::vector<cpu::FileCopy>* deferred = nullptr,
+                  bool copy, cpu::FileCopyList* deferred = nullptr,
                   cpu::PackedCopies* packed = nullptr);
 
 /// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
