@@ -80,3 +80,12 @@ TEST_CASE("device: a block of packed copies outlives the PackedCopies that cut i
   REQUIRE(kept != nullptr);
   CHECK(kept.get()[(pieces - 1) * 64] == std::byte{42});
 }
+
+TEST_CASE("device: a storage too large to pack allocates no block") {
+  PackedCopies packed;
+  packed.expect(16);
+  CHECK(packed.take(PackedCopies::kMaxPieceBytes + 1).empty());
+  CHECK(packed.block() == nullptr);
+  CHECK(packed.take(16).size() == 16);
+  CHECK(packed.block() != nullptr);
+}

@@ -34,13 +34,14 @@ void PackedCopies::expect(std::uint64_t nbytes) noexcept {
 }
 
 std::span<std::byte> PackedCopies::take(std::uint64_t nbytes) {
+  if (!is_packed(nbytes)) return {};
   const std::size_t size = piece_size(nbytes);
   if (block_ == nullptr && expected_bytes_ > 0) {
     block_ = allocate_block(expected_bytes_);
     cursor_ = block_.get();
     left_ = expected_bytes_;
   }
-  if (!is_packed(nbytes) || size > left_) return {};
+  if (size > left_) return {};
   std::byte* const piece = cursor_;
   cursor_ += size;
   left_ -= size;
