@@ -78,6 +78,38 @@ TEST_CASE("threads: a copy load reads its storages with several threads") {
   }
 }
 
+TEST_CASE("threads: a copy load's reading threads fill the small storages' shared block") {
+  // 40 MiB of large storages (past the size where copies are split among threads), with runs
+  // of small ones between them: their pieces of one block (cpu/packed_copies.hpp) are filled by
+  // whichever thread reads their run, beside the others.
+  test::PickleWriter p;
+  p.empty_dict();
+  std::vector<test::zip_build::Record> records;
+  int key = 0;
+  for (int large = 0; large < 4; ++large) {
+    const int floats = (10 << 20) / 4;
+    p.str("large." + std::to_string(large))
+        .tensor_v2("FloatStorage", std::to_string(key), floats, 0, {floats}, {1});
+    p.setitem();
+    records.push_back(
+        {.name = "ck/data/" + std::to_string(key++), .data = test::float_record(floats)});
+    for (int small = 0; small < 500; ++small) {
+      p.str("small." + std::to_string(large) + "." + std::to_string(small))
+          .tensor_v2("FloatStorage", std::to_string(key), 3, 0, {3}, {1});
+      p.setitem();
+      records.push_back(
+          {.name = "ck/data/" + std::to_string(key++), .data = test::float_record(3)});
+    }
+  }
+  const auto file = test::checkpoint_file(p.stop().bytes(), records);
+  const std::uint64_t expected = digest(load(file.path()));
+  LoadOptions options{.copy_cpu_storages = true};
+  options.copy_threads = 4;
+  const Checkpoint copies = load(file.path(), options);
+  CHECK(digest(copies) == expected);
+  CHECK_FALSE(copies.tensor("small.3.499").storage().is_file_view());
+}
+
 TEST_CASE("threads: the tensors of a large pickle are rebuilt on a second thread as it runs") {
   // 6000 tensors: a pickle past the size from which open() rebuilds dense tensors on a worker
   // thread while the machine runs (torch/prebuilt_tensors.hpp); under ThreadSanitizer, the
