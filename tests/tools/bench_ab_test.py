@@ -76,7 +76,8 @@ with tempfile.TemporaryDirectory() as scratch:
     check(missing.returncode != 0 and "missing.pt" in missing.stderr,
           f"a failing run stops it, saying which: {missing.returncode} {missing.stderr}")
 
-if failures:
-    print("\n".join(failures))
-    sys.exit(1)
-print("bench_ab: all checks passed")
+for failure in failures:
+    print(f"FAIL: {failure}")
+if not failures:
+    print("bench_ab: all checks passed")
+sys.exit(1 if failures else 0)
