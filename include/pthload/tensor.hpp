@@ -2,14 +2,17 @@
 #pragma once
 
 #include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pthload/device.hpp"
@@ -285,9 +288,80 @@ struct Quantization {
   std::optional<Tensor> zero_points;
 };
 
+/// A tensor's name, its path from the checkpoint's root ("layers.0.weight"): NUL-terminated
+/// text that every copy keeps alive, so a name stays valid after its Checkpoint is gone, as the
+/// tensor does. A checkpoint keeps the names it makes in a few shared blocks (100 000 names of
+/// an optimizer state are then no 100 000 allocations); a name made from other text owns a
+/// copy of it. Reads as a std::string_view.
+class TensorName {
+ public:
+  TensorName() noexcept = default;
+  /// A copy of `text`. Throws std::bad_alloc.
+  TensorName(std::string_view text) : size_(text.size()) {  // NOLINT: a name is text
+    if (text.empty()) return;
+    auto block = std::make_shared<char[]>(text.size() + 1);
+    text.copy(block.get(), text.size());
+    text_ = std::shared_ptr<const char>(block, block.get());
+  }
+  TensorName(const std::string& text) : TensorName(std::string_view(text)) {}  // NOLINT
+  TensorName(const char* text) : TensorName(std::string_view(text)) {}         // NOLINT
+
+  [[nodiscard]] std::string_view view() const noexcept { return {data(), size_}; }
+  operator std::string_view() const noexcept { return view(); }  // NOLINT: reads as text
+  /// The text, NUL-terminated; valid while this name (or a copy) lives.
+  [[nodiscard]] const char* c_str() const noexcept { return data(); }
+  [[nodiscard]] const char* data() const noexcept { return text_ ? text_.get() : ""; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::string str() const { return std::string(view()); }
+  /// A copy, for code that keeps names as strings. Throws std::bad_alloc.
+  operator std::string() const { return str(); }  // NOLINT: a name is text
+
+  friend bool operator==(const TensorName& a, const TensorName& b) noexcept {
+    return a.view() == b.view();
+  }
+  friend bool operator==(const TensorName& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator==(const TensorName& a, const std::string& b) noexcept {
+    return a.view() == b;
+  }
+  friend bool operator==(const TensorName& a, const char* b) noexcept {
+    return a.view() == std::string_view(b);
+  }
+  friend auto operator<=>(const TensorName& a, const TensorName& b) noexcept {
+    return a.view() <=> b.view();
+  }
+  friend auto operator<=>(const TensorName& a, std::string_view b) noexcept {
+    return a.view() <=> b;
+  }
+  /// Concatenation, as with a std::string. Throw std::bad_alloc.
+  friend std::string operator+(std::string a, const TensorName& b) { return a.append(b.view()); }
+  friend std::string operator+(const char* a, const TensorName& b) {
+    return std::string(a).append(b.view());
+  }
+  friend std::string operator+(const TensorName& a, std::string_view b) {
+    return a.str().append(b);
+  }
+  friend std::string operator+(const TensorName& a, const char* b) { return a.str().append(b); }
+  /// Writes the text (a template, so that this header needs only <iosfwd>).
+  template <typename Traits>
+  friend std::basic_ostream<char, Traits>& operator<<(std::basic_ostream<char, Traits>& stream,
+                                                      const TensorName& name) {
+    return stream << name.view();
+  }
+
+ private:
+  friend struct internal::Access;
+  // `text` (NUL-terminated, `size` chars) inside a block `owner` keeps.
+  TensorName(std::shared_ptr<const void> owner, const char* text, std::size_t size) noexcept
+      : text_(std::move(owner), text), size_(size) {}
+
+  std::shared_ptr<const char> text_;
+  std::size_t size_ = 0;
+};
+
 /// A tensor and its path from the checkpoint's root ("layers.0.weight").
 struct NamedTensor {
-  std::string name;
+  TensorName name;
   Tensor tensor;
 };
 

@@ -43,6 +43,12 @@ struct Access {
   [[nodiscard]] static Checkpoint make_checkpoint(std::unique_ptr<CheckpointState> state) noexcept {
     return Checkpoint(std::move(state));
   }
+  /// A name whose text (`size` chars and a NUL) lies in a block `owner` keeps alive: the names
+  /// a checkpoint makes share a few blocks (torch/naming.cpp).
+  [[nodiscard]] static TensorName block_name(std::shared_ptr<const void> owner, const char* text,
+                                             std::size_t size) noexcept {
+    return TensorName(std::move(owner), text, size);
+  }
   /// A shared storage owning `state`, in one allocation with its control block.
   [[nodiscard]] static std::shared_ptr<Storage> make_storage(StorageState&& state) {
     return std::make_shared<ConstructibleStorage>(std::move(state));

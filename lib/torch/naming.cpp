@@ -8,11 +8,13 @@
 #include <array>
 #include <charconv>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
+#include "common/bump_arena.hpp"
 #include "common/checked.hpp"
 #include "pickle/print.hpp"
 #include "pthload/error.hpp"
@@ -82,17 +84,57 @@ std::string entry_value_label(const Value& key, std::size_t index) {
   return fmt::format("<value {}>", index);
 }
 
-// `name.key` for an entry's value. Str and int keys (state dicts, optimizer states) are joined
-// from the key itself, as key_text would write them, without building their text apart first.
-std::string entry_value_name(const std::string& name, const Value& key, std::size_t index) {
-  if (key.is(Kind::kString)) return join(name, key.as_string());
+// What an entry's value is named after: a str key itself and an int key's digits (state dicts,
+// optimizer states), as key_text would write them, without building their text apart first;
+// any other key's label. The view is into the key, `digits` or `label`.
+std::string_view entry_part(const Value& key, std::size_t index, std::array<char, 24>& digits,
+                            std::string& label) {
+  if (key.is(Kind::kString)) return key.as_string();
   if (key.is(Kind::kInt)) {
-    std::array<char, 24> digits{};
     const auto written = std::to_chars(digits.data(), digits.data() + digits.size(), key.as_int());
-    return join(name, std::string_view(digits.data(), written.ptr));
+    return {digits.data(), written.ptr};
   }
-  return join(name, entry_value_label(key, index));
+  label = entry_value_label(key, index);
+  return label;
 }
+
+// `name.key` for an entry's value.
+std::string entry_value_name(const std::string& name, const Value& key, std::size_t index) {
+  std::array<char, 24> digits{};
+  std::string label;
+  return join(name, entry_part(key, index, digits, label));
+}
+
+// The size of join(prefix, part).
+std::size_t joined_size(std::string_view prefix, std::string_view part) noexcept {
+  return prefix.empty() ? part.size() : prefix.size() + 1 + part.size();
+}
+
+// The names a walk lists, made in blocks that every name keeps alive (TensorName): one
+// allocation per 4 KiB-4 MiB block instead of one per name, and none to free per name, which
+// for the 100 000 names of an optimizer state was 3.5 ms of a 75-85 ms load.
+class NameBlocks {
+ public:
+  NameBlocks() : arena_(std::make_shared<common::BumpArena>()) {}
+
+  // join(prefix, part) as a TensorName. Throws std::bad_alloc.
+  TensorName join(std::string_view prefix, std::string_view part) {
+    const std::size_t size = joined_size(prefix, part);
+    auto* text = static_cast<char*>(arena_->allocate(size + 1, 1));
+    char* end = text;
+    if (!prefix.empty()) {
+      end = std::copy(prefix.begin(), prefix.end(), end);
+      *end++ = '.';
+    }
+    end = std::copy(part.begin(), part.end(), end);
+    *end = '\0';
+    return internal::Access::block_name(arena_, text, size);
+  }
+  TensorName copy(std::string_view text) { return join({}, text); }
+
+ private:
+  std::shared_ptr<common::BumpArena> arena_;
+};
 
 // The walk marks each tensor node it lists (pickle::Value::set_walk_mark), and each plain
 // container (dict, list, tuple, set) it dealt with all the contents of: scalars, tensors it
@@ -204,7 +246,7 @@ class Walker {
     if (NamedTensor* listed = builder_.listed_in_place(value)) {
       value.set_walk_mark(kListedMark);
       list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed->tensor));
-      listed->name = std::move(name);
+      listed->name = names_.copy(name);
       return true;
     }
     if (auto tensor = builder_.tensor_of(value)) {
@@ -214,7 +256,7 @@ class Walker {
       if (!internal::Access::has_extras(*tensor)) {
         // No parts to name: the case of (almost) every tensor.
         list_budget_.charge(sizeof(NamedTensor) + shape_bytes(*tensor));
-        out_.push_back({std::move(name), std::move(*tensor)});
+        out_.push_back({names_.copy(name), std::move(*tensor)});
         return true;
       }
       // A sparse tensor is listed, then its parts (DESIGN.md's schema: `<name>.indices`...).
@@ -223,14 +265,14 @@ class Walker {
       for (std::size_t i = 0; i < parts.size(); ++i) {
         // A nested tensor's components are named by their index: `<name>.0`, `<name>.1`...
         if (tensor->layout() == Layout::kNested) {
-          parts_.push_back({join(name, std::to_string(i)), parts[i]});
+          parts_.push_back({names_.join(name, std::to_string(i)), parts[i]});
         } else if (i < part_names.size()) {
-          parts_.push_back({join(name, part_names[i]), parts[i]});
+          parts_.push_back({names_.join(name, part_names[i]), parts[i]});
         }
       }
       // The name was charged when the child was added (add_child); the entry and shape now.
       list_budget_.charge(sizeof(NamedTensor) + shape_bytes(*tensor));
-      out_.push_back({std::move(name), std::move(*tensor)});
+      out_.push_back({names_.copy(name), std::move(*tensor)});
       for (auto& part : parts_) {
         list_budget_.charge_listing(part);
         out_.push_back(std::move(part));
@@ -320,6 +362,26 @@ class Walker {
     children_.push_back({&child, nullptr, std::move(name), 0});
   }
 
+  // What add_child does for the next tensor named in place, its name made in names_ straight
+  // from the parent's name and the key: not built as a string first (an optimizer state's
+  // 100 000 names).
+  void list_next_in_place(const Value& key, const Value& item, const std::string& name,
+                          std::size_t index) {
+    NamedTensor* listed = builder_.listed_in_place(item);
+    if (listed == nullptr) {  // is_next_in_place says it cannot be; listed as any child then
+      add_child(item, entry_value_name(name, key, index));
+      return;
+    }
+    std::array<char, 24> digits{};
+    std::string label;
+    const std::string_view part = entry_part(key, index, digits, label);
+    list_budget_.charge(joined_size(name, part));
+    charge_step();
+    item.set_walk_mark(kListedMark);
+    list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed->tensor));
+    listed->name = names_.join(name, part);
+  }
+
   // Elements named by their index, counting from `first`; returns the next index.
   std::size_t add_items(std::span<const Value* const> items, const std::string& name,
                         std::size_t first) {
@@ -343,7 +405,9 @@ class Walker {
     charge_step();
     // The next tensor to name in place is known by its address: its node, written long before
     // and out of cache, is not read to learn that it is a call.
-    if (builder_.is_next_in_place(item) || may_hold_tensors(item)) {
+    if (children_.empty() && builder_.is_next_in_place(item)) {
+      list_next_in_place(key, item, name, index);
+    } else if (builder_.is_next_in_place(item) || may_hold_tensors(item)) {
       add_child(item, entry_value_name(name, key, index));
     }
     // A key with a text (strings, numbers, bytes, tuples of those) holds no tensor; a tensor,
@@ -530,6 +594,7 @@ class Walker {
   std::vector<Frame> children_;
   std::vector<NamedTensor> parts_;
   std::unordered_set<const Value*> on_path_;
+  NameBlocks names_;
   std::size_t step_budget_;
   std::size_t steps_ = 0;
   ListBudget& list_budget_;

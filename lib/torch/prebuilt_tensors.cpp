@@ -265,7 +265,7 @@ void PrebuiltTensors::rebuild_queued() {
       try {
         calls_.push_back(call);
         try {
-          list_.push_back({std::string(), std::move(*tensor)});
+          list_.push_back({TensorName(), std::move(*tensor)});
         } catch (...) {
           calls_.pop_back();
           throw;

@@ -31,8 +31,8 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
     // archive's own code gives them (torch/csrc/jit/serialization/python_print.cpp). A module
     // attribute may well be called `constants` (an nn.ParameterList), and its `constants.0`
     // would meet a lower-case constant's name.
-    const auto constant_name = [](const std::string& name) {
-      return name.empty() ? std::string("CONSTANTS") : "CONSTANTS.c" + name;
+    const auto constant_name = [](std::string_view name) {
+      return name.empty() ? std::string("CONSTANTS") : "CONSTANTS.c" + std::string(name);
     };
     for (auto& value : opaque) {
       value.name = constant_name(value.name);

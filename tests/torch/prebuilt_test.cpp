@@ -182,6 +182,33 @@ TEST_CASE("torch: tensors met in the pickle's order are named where the worker l
   CHECK(prebuilt.named_in_place == kTensors);
 }
 
+TEST_CASE("torch: an optimizer state's tensors named in place get the names the walk gives") {
+  // {"state": {0: {"step": t, "exp_avg": t}, 1: ...}, "param_groups": [...]}: int keys and a
+  // prefix two levels up, each name made in the walk's blocks (TensorName), not as a string.
+  PickleWriter p;
+  p.empty_dict().str("state").empty_dict();
+  constexpr int kParameters = 600;
+  for (int i = 0; i < kParameters; ++i) {
+    p.integer(i).empty_dict();
+    p.str("step");
+    tensor(p, 2 * i);
+    p.setitem().str("exp_avg");
+    tensor(p, 2 * i + 1);
+    p.setitem().setitem();
+  }
+  p.setitem().str("param_groups").empty_list().setitem();
+  const std::string pickle = p.stop().bytes();
+  const Outcome walked = build(pickle, 2 * kParameters, false);
+  const Outcome prebuilt = build(pickle, 2 * kParameters, true);
+  REQUIRE_FALSE(walked.error);
+  REQUIRE(walked.tensors.size() == 2 * kParameters);
+  check_same(walked, prebuilt);
+  CHECK(prebuilt.named_in_place == 2 * kParameters);
+  CHECK(prebuilt.tensors[0].name == "state.0.step");
+  CHECK(prebuilt.tensors[1].name == "state.0.exp_avg");
+  CHECK(prebuilt.tensors[2 * kParameters - 1].name == "state.599.exp_avg");
+}
+
 TEST_CASE("torch: a walk that fails while naming in place keeps what it named, as without one") {
   PickleWriter p;
   p.empty_dict();
