@@ -28,13 +28,25 @@ using pickle::DictItem;
 using pickle::Kind;
 using pickle::Value;
 
-// Sized once and filled by two copies: each of an optimizer state's 100 000 names is made here,
-// and three checked appends after a reserve cost more than the allocation they follow.
+// The size of join(prefix, part): a child of the root is named by its part alone.
+std::size_t joined_size(std::string_view prefix, std::string_view part) noexcept {
+  return prefix.empty() ? part.size() : prefix.size() + 1 + part.size();
+}
+
+// Writes join(prefix, part) at `out` (joined_size bytes); returns the end.
+char* write_joined(char* out, std::string_view prefix, std::string_view part) noexcept {
+  if (!prefix.empty()) {
+    out = std::copy(prefix.begin(), prefix.end(), out);
+    *out++ = '.';
+  }
+  return std::copy(part.begin(), part.end(), out);
+}
+
+// Sized once and filled by two copies: three checked appends after a reserve cost more than the
+// allocation they follow. The names of tensors are made in blocks instead (NameBlocks).
 std::string join(const std::string& prefix, std::string_view part) {
-  if (prefix.empty()) return std::string(part);
-  std::string name(prefix.size() + 1 + part.size(), '.');
-  prefix.copy(name.data(), prefix.size());
-  part.copy(name.data() + prefix.size() + 1, part.size());
+  std::string name(joined_size(prefix, part), '.');
+  write_joined(name.data(), prefix, part);
   return name;
 }
 
@@ -105,11 +117,6 @@ std::string entry_value_name(const std::string& name, const Value& key, std::siz
   return join(name, entry_part(key, index, digits, label));
 }
 
-// The size of join(prefix, part).
-std::size_t joined_size(std::string_view prefix, std::string_view part) noexcept {
-  return prefix.empty() ? part.size() : prefix.size() + 1 + part.size();
-}
-
 // The names a walk lists, made in blocks that every name keeps alive (TensorName): one
 // allocation per 4 KiB-4 MiB block instead of one per name, and none to free per name, which
 // for the 100 000 names of an optimizer state was 3.5 ms of a 75-85 ms load.
@@ -121,13 +128,7 @@ class NameBlocks {
   TensorName join(std::string_view prefix, std::string_view part) {
     const std::size_t size = joined_size(prefix, part);
     auto* text = static_cast<char*>(arena_->allocate(size + 1, 1));
-    char* end = text;
-    if (!prefix.empty()) {
-      end = std::copy(prefix.begin(), prefix.end(), end);
-      *end++ = '.';
-    }
-    end = std::copy(part.begin(), part.end(), end);
-    *end = '\0';
+    *write_joined(text, prefix, part) = '\0';
     return internal::Access::block_name(arena_, text, size);
   }
   TensorName copy(std::string_view text) { return join({}, text); }
@@ -244,9 +245,7 @@ class Walker {
   bool list_if_tensor(const Value& value, std::string& name) {
     // Rebuilt while the pickle ran, and already where the list would put it: named there.
     if (NamedTensor* listed = builder_.listed_in_place(value)) {
-      value.set_walk_mark(kListedMark);
-      list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed->tensor));
-      listed->name = names_.copy(name);
+      name_in_place(*listed, value, {}, name);
       return true;
     }
     if (auto tensor = builder_.tensor_of(value)) {
@@ -377,9 +376,16 @@ class Walker {
     const std::string_view part = entry_part(key, index, digits, label);
     list_budget_.charge(joined_size(name, part));
     charge_step();
-    item.set_walk_mark(kListedMark);
-    list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed->tensor));
-    listed->name = names_.join(name, part);
+    name_in_place(*listed, item, name, part);
+  }
+
+  // Names `listed`, the tensor `value` the worker rebuilt where the list holds it, join(prefix,
+  // part); its entry and shape are charged first (its name was, when it was added).
+  void name_in_place(NamedTensor& listed, const Value& value, std::string_view prefix,
+                     std::string_view part) {
+    value.set_walk_mark(kListedMark);
+    list_budget_.charge(sizeof(NamedTensor) + shape_bytes(listed.tensor));
+    listed.name = names_.join(prefix, part);
   }
 
   // Elements named by their index, counting from `first`; returns the next index.
