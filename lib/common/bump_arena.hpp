@@ -1,5 +1,4 @@
-// A monotonic arena for many small objects made together and released together, and the std
-// allocator that shares its ownership (for std::allocate_shared).
+// A monotonic arena for many small objects made together and released together.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +16,8 @@ namespace pthload::common {
 /// own (common::LargeBlock, trimmed to 2 MiB alignment without keeping spare address space, which a
 /// process under RLIMIT_AS would pay for); a request larger than half that gets a block of its own,
 /// leaving the current block in use. Nothing is freed before the arena. Move-only (moving keeps
-/// every pointer valid); not thread-safe. The pickle machine's value tree, the memo and the
-/// storages of a checkpoint are made in these.
+/// every pointer valid); not thread-safe. The pickle machine's value tree, the memo and (through
+/// an ObjectArena) the storages of a checkpoint are made in these.
 class BumpArena {
  public:
   /// `size` bytes aligned to `alignment` (a power of two, at most 16). Throws std::bad_alloc.
@@ -50,35 +49,6 @@ class BumpArena {
   std::byte* limit_ = nullptr;
   std::size_t next_block_size_ = 0;
   std::size_t bytes_reserved_ = 0;
-};
-
-/// Allocates from a BumpArena it co-owns, so that whatever it allocated keeps the arena alive:
-/// with std::allocate_shared, the control block holds a copy of the allocator, and the arena
-/// lives until the last such object is released. deallocate() frees nothing (the arena's
-/// blocks go when it does), so objects released early keep their bytes until then.
-template <typename T>
-struct BumpArenaAllocator {
-  using value_type = T;
-
-  explicit BumpArenaAllocator(std::shared_ptr<BumpArena> arena) noexcept
-      : arena(std::move(arena)) {}
-  template <typename U>
-  explicit(false) BumpArenaAllocator(const BumpArenaAllocator<U>& other) noexcept
-      : arena(other.arena) {}
-
-  [[nodiscard]] T* allocate(std::size_t count) {
-    static_assert(alignof(T) <= 16);
-    if (count > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(arena->allocate(count * sizeof(T), alignof(T)));
-  }
-  void deallocate(T* /*object*/, std::size_t /*count*/) noexcept {}
-
-  template <typename U>
-  friend bool operator==(const BumpArenaAllocator& a, const BumpArenaAllocator<U>& b) noexcept {
-    return a.arena == b.arena;
-  }
-
-  std::shared_ptr<BumpArena> arena;
 };
 
 }  // namespace pthload::common

@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "common/bump_arena.hpp"
+#include "common/object_arena.hpp"
 #include "common/prefetch.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/dtype.hpp"
@@ -54,14 +54,14 @@ struct Access {
     return std::make_shared<ConstructibleStorage>(std::move(state));
   }
   /// A shared storage with a default state for the caller to fill in place (through state()),
-  /// in `arena`, which the storage keeps alive (common::BumpArenaAllocator): the storages of a
+  /// in `arena`, which the storage keeps alive (common::ObjectArena): the storages of a
   /// 100 000-tensor checkpoint are then a few huge pages, not 100 000 heap allocations faulted
   /// in one 4 KiB page at a time, and no state is built to be moved, which cost a fifth of
   /// resolving a persistent id (both strings and the variant moved, the source destroyed).
   [[nodiscard]] static std::shared_ptr<Storage> make_empty_storage(
-      const std::shared_ptr<common::BumpArena>& arena) {
+      const std::shared_ptr<common::ObjectArena>& arena) {
     return std::allocate_shared<ConstructibleStorage>(
-        common::BumpArenaAllocator<ConstructibleStorage>(arena));
+        common::ObjectArena::Allocator<ConstructibleStorage>(arena));
   }
 
   /// Appends `storage` to the checkpoint's storages, noting its position in its state

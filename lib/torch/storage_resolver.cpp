@@ -27,7 +27,7 @@ using pickle::Kind;
 using pickle::Value;
 
 // What Access::make_empty_storage takes of the arena per storage (the state, the Storage and
-// the control block: about 210 bytes), rounded up: a size hint for the arena's blocks.
+// the control block: about 160 bytes), rounded up: a size hint for the arena's blocks.
 constexpr std::size_t kStorageNodeBytes = 256;
 
 // The text of a persistent id's key or location; an int (a pre-1.6 key) is written into
@@ -137,7 +137,7 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
                          numel, dtype_name(*dtype), *nbytes, record_name,
                          record->uncompressed_size);
   if (!storage_arena_) {
-    storage_arena_ = std::make_shared<common::BumpArena>();
+    storage_arena_ = common::ObjectArena::make();
     // About one storage per record (Access::make_empty_storage's node: the state, the Storage
     // and the control block).
     storage_arena_->expect(storage_by_record_.size() * kStorageNodeBytes);

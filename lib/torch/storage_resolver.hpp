@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/bump_arena.hpp"
 #include "common/large_arrays.hpp"
+#include "common/object_arena.hpp"
 #include "pickle/codecs.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
@@ -87,7 +87,7 @@ class StorageResolver {
   std::vector<std::size_t> storage_by_record_;
   bool registration_deferred_ = false;
   // Where the storages are made (Access::make_storage), from the first one on.
-  std::shared_ptr<common::BumpArena> storage_arena_;
+  std::shared_ptr<common::ObjectArena> storage_arena_;
   // The storage type of the last persistent id whose type was a global, and its dtype.
   const pickle::Value* last_storage_type_ = nullptr;
   std::optional<Dtype> last_storage_dtype_;
