@@ -105,6 +105,8 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
         std::max(records, memory_left_ / (sizeof(NamedTensor) + sizeof(const Value*)));
     calls_.reserve(room);
     list_.reserve(first_ + room);
+    calls_data_ = calls_.data();
+    list_data_ = list_.data();
     // A list of its own huge-page mapping (common::LargeArrayAllocator: 2 MiB aligned, and no
     // other object's bytes) is faulted in ahead of the worker by this thread, which has time to
     // spare while the worker has none: rebuilding a tensor costs more than making its call.

@@ -84,7 +84,7 @@ class PrebuiltTensors {
   [[nodiscard]] bool is_next_in_place(const pickle::Value& value) noexcept {
     if (!in_place_) return false;
     if (named_ >= visible_ && !wait_for_published(value)) return false;
-    return calls_[named_] == &value;
+    return calls_data_[named_] == &value;
   }
   /// The list entry holding the tensor the worker rebuilt from `call`, for the walk to name, if
   /// it is the next one of the list and nothing else was listed since the walk began: its place
@@ -95,9 +95,9 @@ class PrebuiltTensors {
     // The walk marks each call it names (pickle::Value::set_walk_mark): the node of one named a
     // few calls later is asked for now.
     if (named_ + common::kPrefetchAhead < visible_) {
-      common::prefetch(calls_[named_ + common::kPrefetchAhead]);
+      common::prefetch(calls_data_[named_ + common::kPrefetchAhead]);
     }
-    return &list_[first_ + named_++];
+    return &list_data_[first_ + named_++];
   }
   /// Ends naming in place: the tensors past those named leave the checkpoint's list for take().
   /// Call before anything else joins the list, and once the walk ends. Throws std::bad_alloc.
@@ -147,42 +147,29 @@ class PrebuiltTensors {
   [[nodiscard]] static bool is_dense_kind(KnownGlobal kind) noexcept;
   [[nodiscard]] bool is_dense_rebuild(const pickle::Value& call) noexcept;
 
+  // Set before the worker starts. The walk reads the list and the calls through their first
+  // elements, never through the vectors, whose ends the worker moves with every tensor (neither
+  // is reallocated while it runs: both are reserved).
   RebuildContext& context_;
   // The checkpoint's tensor list, which the worker appends to from first_ on.
   internal::TensorList& list_;
   std::size_t first_;
-  // The walk's side: calls gathered until a batch is full (one lock per batch, not per call).
-  std::vector<const pickle::Value*> batch_;
+  NamedTensor* list_data_ = nullptr;
+  const pickle::Value* const* calls_data_ = nullptr;
+
+  // The walk's side, on cache lines of its own, like the worker's side and what both write: the
+  // two threads update their counts once per tensor, and where one line held both, every update
+  // took the line from the other core.
+  //
+  // Calls gathered until a batch is full (one lock per batch, not per call).
+  alignas(common::kCacheLineBytes) std::vector<const pickle::Value*> batch_;
   // The classification of the last two callables met: every call of a pickle names its
   // function through one memoized global, so this spares classifying 100 000 calls.
   const pickle::Value* last_dense_ = nullptr;
   const pickle::Value* last_other_ = nullptr;
   std::size_t handed_over_ = 0;
   bool finished_ = false;
-
-  std::mutex mutex_;
-  std::condition_variable wake_worker_;
-  std::vector<const pickle::Value*> queued_;  // guarded by mutex_
-  bool closed_ = false;                       // guarded by mutex_
-  bool discard_ = false;                      // guarded by mutex_
-
-  // The worker's; the walk's once the worker has stopped. The call each tensor the worker put
-  // in the list was rebuilt from (calls_[i] for list_[first_ + i]); the walk reads those below
-  // the count published.
-  std::vector<const pickle::Value*, common::LargeArrayAllocator<const pickle::Value*>> calls_;
-  std::size_t rebuilt_ = 0;
-  std::size_t memory_left_;
-  std::size_t unpublished_ = 0;
-  // How many tensors the worker has listed, with kPublishedAll once it has stopped: written
-  // (release) by the worker, read (acquire) by the walk, so that what the worker wrote of a
-  // tensor and its storage is there for the walk before it names it.
-  static constexpr std::uint64_t kPublishedAll = std::uint64_t{1} << 63;
-  std::atomic<std::uint64_t> published_{0};
-  // The count the walk waits for (none: SIZE_MAX); the worker wakes it once it publishes that.
-  std::atomic<std::size_t> wanted_{SIZE_MAX};
-  std::jthread worker_;
-
-  // The walk's: how many of the worker's tensors it named in place, how many it knows to be
+  // How many of the worker's tensors the walk named in place, how many it knows to be
   // published, and whether it still names in place.
   std::size_t named_ = 0;
   std::size_t visible_ = 0;
@@ -198,6 +185,31 @@ class PrebuiltTensors {
   std::byte* list_populated_ = nullptr;
   // The calls not taken in that order, by call, made the first time the order breaks.
   std::optional<std::unordered_map<const pickle::Value*, std::size_t>> by_call_;
+
+  alignas(common::kCacheLineBytes) std::mutex mutex_;
+  std::condition_variable wake_worker_;
+  std::vector<const pickle::Value*> queued_;  // guarded by mutex_
+  bool closed_ = false;                       // guarded by mutex_
+  bool discard_ = false;                      // guarded by mutex_
+
+  // The worker's; the walk's once the worker has stopped. The call each tensor the worker put
+  // in the list was rebuilt from (calls_[i] for list_[first_ + i]); the walk reads those below
+  // the count published (through calls_data_).
+  alignas(common::kCacheLineBytes)
+      std::vector<const pickle::Value*, common::LargeArrayAllocator<const pickle::Value*>> calls_;
+  std::size_t rebuilt_ = 0;
+  std::size_t memory_left_;
+  std::size_t unpublished_ = 0;
+
+  // How many tensors the worker has listed, with kPublishedAll once it has stopped: written
+  // (release) by the worker, read (acquire) by the walk, so that what the worker wrote of a
+  // tensor and its storage is there for the walk before it names it.
+  static constexpr std::uint64_t kPublishedAll = std::uint64_t{1} << 63;
+  alignas(common::kCacheLineBytes) std::atomic<std::uint64_t> published_{0};
+  // The count the walk waits for (none: SIZE_MAX); the worker wakes it once it publishes that.
+  std::atomic<std::size_t> wanted_{SIZE_MAX};
+
+  alignas(common::kCacheLineBytes) std::jthread worker_;
 };
 
 }  // namespace pthload::torch
