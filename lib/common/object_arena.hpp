@@ -22,7 +22,8 @@ namespace pthload::common {
 /// arena is not thread-safe); they may be released on any thread. An object costs no atomic
 /// operation to make and one to release: a shared_ptr to the arena in each object would cost
 /// one of each, and one in the allocator, which std::allocate_shared copies several times per
-/// object, cost six (100 000 storages: 4.9 ms of CPU time, 1.5 ms of a load).
+/// object, cost about six (against that, a load of 100 000 tensors takes 8.9 ms less CPU time
+/// and 3.3 ms less wall time).
 class ObjectArena {
   struct Key {};
 
