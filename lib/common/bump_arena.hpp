@@ -3,8 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <vector>
 
 #include "common/large_arrays.hpp"
