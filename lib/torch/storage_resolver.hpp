@@ -86,7 +86,7 @@ class StorageResolver {
   // storage and, when the resolver went, a pass over every storage's count to release them.
   std::vector<std::size_t> storage_by_record_;
   bool registration_deferred_ = false;
-  // Where the storages are made (Access::make_storage), from the first one on.
+  // Where the storages are made (Access::make_empty_storage), from the first one on.
   std::shared_ptr<common::ObjectArena> storage_arena_;
   // The storage type of the last persistent id whose type was a global, and its dtype.
   const pickle::Value* last_storage_type_ = nullptr;
