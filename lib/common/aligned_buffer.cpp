@@ -1,6 +1,7 @@
 // AlignedBuffer: aligned_alloc needs a size that is a multiple of the alignment. Large buffers
-// are 2 MiB aligned and advised as huge pages: filling a 1 GB storage then costs 512 page faults
-// instead of 262 144, which is most of the time a copy into fresh memory takes.
+// are 2 MiB aligned, so that the thread that fills one can fault it in as huge pages
+// (common::fault_in_huge_pages): filling a 1 GB storage then costs 512 page faults instead of
+// 262 144, which is most of the time a copy into fresh memory takes where huge pages are cheap.
 #include "common/aligned_buffer.hpp"
 
 #include <cstdlib>
@@ -22,7 +23,6 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
     throw std::bad_alloc();
   }
   storage_.reset(static_cast<std::byte*>(memory));
-  if (alignment == kHugePageBytes) advise_huge_pages(storage_.get(), size);
 }
 
 }  // namespace pthload::common

@@ -10,10 +10,12 @@
 namespace pthload::common {
 
 /// Hands out memory from blocks that start at 4 KiB (a small user costs one; a user that says
-/// what it expects to fill, larger) and double up to 4 MiB, those from 2 MiB on huge pages of their
+/// what it expects to fill, larger) and double up to 4 MiB, those from 2 MiB on mappings of their
 /// own (common::LargeBlock, trimmed to 2 MiB alignment without keeping spare address space, which a
-/// process under RLIMIT_AS would pay for); a request larger than half that gets a block of its own,
-/// leaving the current block in use. Nothing is freed before the arena. Move-only (moving keeps
+/// process under RLIMIT_AS would pay for) that are faulted in a huge page at a time as the cursor
+/// reaches them (fault_in_huge_pages: until huge pages prove dear, then 4 KiB at a time as they are
+/// written); a request larger than half that gets a block of its own, faulted in at once, leaving
+/// the current block in use. Nothing is freed before the arena. Move-only (moving keeps
 /// every pointer valid); not thread-safe. The pickle machine's value tree, the memo and (through
 /// an ObjectArena) the storages of a checkpoint are made in these.
 class BumpArena {
@@ -41,10 +43,14 @@ class BumpArena {
 
  private:
   void* allocate_slow(std::size_t size, std::size_t alignment);
+  // The new limit_ once the current block's huge pages up to `wanted` are faulted in: the whole
+  // block where they could not be (then it faults in as it is written).
+  std::byte* fault_in_up_to(std::byte* wanted) noexcept;
 
   std::vector<LargeBlock> blocks_;
   std::byte* cursor_ = nullptr;
-  std::byte* limit_ = nullptr;
+  std::byte* limit_ = nullptr;  // what is faulted in of the current block
+  std::byte* block_end_ = nullptr;
   std::size_t next_block_size_ = 0;
   std::size_t bytes_reserved_ = 0;
 };

@@ -40,9 +40,7 @@ std::byte* map_large_array(std::size_t size) {
   if (aligned > start) ::munmap(mapping, aligned - start);
   const std::uintptr_t end = aligned + length;
   if (start + padded > end) ::munmap(reinterpret_cast<void*>(end), start + padded - end);
-  auto* block = reinterpret_cast<std::byte*>(aligned);
-  advise_huge_pages(block, length);
-  return block;
+  return reinterpret_cast<std::byte*>(aligned);
 }
 
 void unmap_large_array(std::byte* block, std::size_t size) noexcept {

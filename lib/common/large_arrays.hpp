@@ -1,7 +1,7 @@
-// Memory for large arrays that are filled soon after they are allocated: a mapping of their own,
-// 2 MiB aligned and advised as huge pages, so that filling them costs one page fault per 2 MiB
-// instead of one per 4 KiB — on virtual machines most of what building a 100 000-tensor
-// checkpoint's metadata took.
+// Memory for large arrays: a mapping of their own, 2 MiB aligned, so that the user that fills one
+// at once can fault it in as huge pages (fault_in_huge_pages, or reserve_filled_soon): one page
+// fault per 2 MiB instead of one per 4 KiB, on virtual machines most of what building a
+// 100 000-tensor checkpoint's metadata took, where huge pages are cheap.
 #pragma once
 
 #include <cstddef>
@@ -17,14 +17,15 @@ namespace pthload::common {
 inline constexpr std::size_t kLargeArrayBytes = kHugePageBytes;
 
 /// `size` bytes (at least kLargeArrayBytes) in an anonymous mapping of their own, aligned to
-/// kHugePageBytes and advised as huge pages; zero-filled. Unlike posix_memalign's, the alignment
-/// costs no address space once it is made: the mapping is trimmed to the pages the block needs.
-/// Consults fault_hooks::allocation_fails. Throws std::bad_alloc.
+/// kHugePageBytes; zero-filled, and faulted in as it is touched unless its user faults it in.
+/// Unlike posix_memalign's, the alignment costs no address space once it is made: the mapping is
+/// trimmed to the pages the block needs. Consults fault_hooks::allocation_fails. Throws
+/// std::bad_alloc.
 [[nodiscard]] std::byte* map_large_array(std::size_t size);
 /// Releases what map_large_array(size) returned.
 void unmap_large_array(std::byte* block, std::size_t size) noexcept;
 
-/// A std allocator that gives arrays of at least kLargeArrayBytes their own huge-page mapping
+/// A std allocator that gives arrays of at least kLargeArrayBytes their own 2 MiB aligned mapping
 /// (map_large_array) and smaller ones operator new's memory. Stateless.
 template <typename T>
 struct LargeArrayAllocator {
@@ -64,12 +65,22 @@ struct LargeBlockDeleter {
     LargeArrayAllocator<std::byte>{}.deallocate(block, size);
   }
 };
-/// An owned, uninitialised block of bytes: a huge-page mapping from kLargeArrayBytes on.
+/// An owned, uninitialised block of bytes: a mapping of its own from kLargeArrayBytes on.
 using LargeBlock = std::unique_ptr<std::byte[], LargeBlockDeleter>;
 
 /// A LargeBlock of `size` bytes (> 0). Throws std::bad_alloc.
 [[nodiscard]] inline LargeBlock make_large_block(std::size_t size) {
   return LargeBlock(LargeArrayAllocator<std::byte>{}.allocate(size), LargeBlockDeleter{size});
+}
+
+/// Reserves room for `count` elements in `array` (a vector with LargeArrayAllocator) that is
+/// about to be filled up to there, and faults that room in now (fault_in_huge_pages): an array
+/// of 100 000 records in 2 MiB page faults where huge pages are cheap.
+template <typename Vector>
+void reserve_filled_soon(Vector& array, std::size_t count) {
+  array.reserve(count);
+  (void)fault_in_huge_pages(reinterpret_cast<std::byte*>(array.data()),
+                            array.capacity() * sizeof(typename Vector::value_type));
 }
 
 }  // namespace pthload::common

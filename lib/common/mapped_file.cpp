@@ -149,7 +149,7 @@ void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
   // dict, a record read whole), huge pages save a page fault per 4 KiB. Only there: advising
   // the whole image gave each 30-byte local header of a 1 GB checkpoint its own 2 MiB page
   // (115 MB of resident memory for its index).
-  advise_huge_pages(target, static_cast<std::size_t>(size));
+  (void)fault_in_huge_pages(target, static_cast<std::size_t>(size));
   reader_->read_at(offset, {target, static_cast<std::size_t>(size)});
 }
 

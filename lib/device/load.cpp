@@ -146,9 +146,10 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     if (options.floating_dtype) check_floating_dtype(*options.floating_dtype);
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
-    // 2.4 MB for 100 000 storages: huge pages of its own, not 600 faults of 4 KiB.
+    // 2.4 MB for 100 000 storages: huge pages of its own (where they are cheap), not 600 faults
+    // of 4 KiB.
     std::vector<Planned, common::LargeArrayAllocator<Planned>> plan;
-    plan.reserve(state.storages.size());
+    common::reserve_filled_soon(plan, state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
     std::unordered_set<const Storage*> skipped;  // map_location answered kSkipStorage
@@ -212,7 +213,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
     cpu::FileCopyList cpu_copies;
     // Every storage a copy: 6 MB of copies for 100 000, grown by doubling they cost twice that.
-    if (options.copy_cpu_storages) cpu_copies.reserve(plan.size());
+    if (options.copy_cpu_storages) common::reserve_filled_soon(cpu_copies, plan.size());
     std::uint64_t cpu_copy_bytes = 0;
     for (std::size_t i = 0; i < plan.size(); ++i) {
       const Planned& planned = plan[i];

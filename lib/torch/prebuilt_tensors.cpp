@@ -107,8 +107,9 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     list_.reserve(first_ + room);
     calls_data_ = calls_.data();
     list_data_ = list_.data();
-    // A list of its own huge-page mapping (common::LargeArrayAllocator: 2 MiB aligned, and no
-    // other object's bytes) is faulted in ahead of the worker by this thread, which has time to
+    // A list of its own mapping (common::LargeArrayAllocator: 2 MiB aligned, and no other
+    // object's bytes) is faulted in, as huge pages where they are cheap, ahead of the worker by
+    // this thread, which has time to
     // spare while the worker has none: rebuilding a tensor costs more than making its call.
     const std::size_t list_bytes = list_.capacity() * sizeof(NamedTensor);
     if (list_bytes >= common::kLargeArrayBytes) {
@@ -180,13 +181,15 @@ void PrebuiltTensors::populate_list_ahead() noexcept {
       list_reserved_ +
       std::min<std::size_t>(ahead, static_cast<std::size_t>(list_reserved_end_ - list_reserved_));
   if (wanted <= list_populated_) return;
-  // Whole huge pages at a time (the list's mapping is advised as huge pages), within the list.
+  // Whole huge pages at a time, within the list.
   const auto step_end = (reinterpret_cast<std::uintptr_t>(wanted) + common::kHugePageBytes - 1) &
                         ~std::uintptr_t{common::kHugePageBytes - 1};
   std::byte* end = std::min(reinterpret_cast<std::byte*>(step_end), list_reserved_end_);
-  if (!common::populate_for_writing(list_populated_,
-                                    static_cast<std::size_t>(end - list_populated_))) {
-    list_populated_ = nullptr;  // an older kernel: the worker faults the list in as it fills it
+  if (!common::fault_in_huge_pages(list_populated_,
+                                   static_cast<std::size_t>(end - list_populated_))) {
+    // Huge pages are dear here, or the kernel is older: the worker faults the list in as it
+    // fills it.
+    list_populated_ = nullptr;
     return;
   }
   // Aligned for the next call (madvise takes whole pages): a huge page left partly populated at

@@ -7,6 +7,7 @@
 
 #include "common/byte_reader.hpp"
 #include "common/checked.hpp"
+#include "common/huge_pages.hpp"
 #include "common/large_arrays.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
@@ -111,6 +112,7 @@ class HeaderWindow {
       const std::size_t capacity =
           std::max(size, std::min<std::size_t>(2 * capacity_, kWindowBytes));
       buffer_ = common::make_large_block(capacity);
+      (void)common::fault_in_huge_pages(buffer_.get(), capacity);
       capacity_ = capacity;  // only once the block is there: make_large_block may throw
     }
     reader_.read_at(offset, std::span(buffer_.get(), size));

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "common/assert.hpp"
+#include "common/large_arrays.hpp"
 
 namespace pthload::zip {
 namespace {
@@ -70,7 +71,9 @@ NameIndex::NameIndex(std::size_t count, std::size_t probe_budget) : probes_left_
   // At most half full: probe sequences stay short, and one slot is always empty, which ends
   // every search.
   constexpr std::size_t kSmallest = 16;
-  slots_.resize(std::max(kSmallest, std::bit_ceil(2 * count)));
+  const std::size_t slots = std::max(kSmallest, std::bit_ceil(2 * count));
+  common::reserve_filled_soon(slots_, slots);
+  slots_.resize(slots);
 }
 
 NameIndex NameIndex::of(std::span<const Entry> entries) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "common/huge_pages.hpp"
 #include "device/worker_threads.hpp"
 
 namespace pthload::device::cpu {
@@ -74,6 +75,8 @@ std::size_t read_unit(const Unit& unit, common::AlignedBuffer& scratch) {
   const FileCopy& first = *unit.first;
   if (unit.count == 1) {
     if (unit.size > 0) {
+      // Fresh memory, filled by this thread now: huge pages where they are cheap.
+      (void)common::fault_in_huge_pages(first.destination.data() + unit.offset, unit.size);
       first.file->copy_out(first.source.subspan(unit.offset, unit.size),
                            first.destination.subspan(unit.offset, unit.size), first.record);
     }

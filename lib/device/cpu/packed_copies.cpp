@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/aligned_buffer.hpp"
+#include "common/huge_pages.hpp"
 #include "common/large_arrays.hpp"
 
 namespace pthload::device::cpu {
@@ -14,11 +15,12 @@ constexpr std::size_t piece_size(std::uint64_t nbytes) noexcept {
 }
 
 // One block of `size` bytes (a multiple of kPieceAlignment), owned by the shared pointer: from a
-// huge page on, a mapping of its own (filled at once, it costs a fault per 2 MiB); below, an
-// aligned heap buffer.
+// huge page on, a mapping of its own (filled at once, it costs a fault per 2 MiB where huge pages
+// are cheap); below, an aligned heap buffer.
 std::shared_ptr<std::byte> allocate_block(std::size_t size) {
   if (size >= common::kLargeArrayBytes) {
     std::byte* block = common::map_large_array(size);
+    (void)common::fault_in_huge_pages(block, size);
     // shared_ptr frees the block with the deleter if its control block cannot be allocated.
     return {block, [size](std::byte* owned) { common::unmap_large_array(owned, size); }};
   }

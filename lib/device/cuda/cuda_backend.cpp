@@ -37,10 +37,10 @@ cudaStream_t as_stream(StreamHandle stream) {
 }
 
 // A staging buffer of at least a huge page: common::map_large_array's 2 MiB aligned mapping on
-// huge pages, faulted in and pinned; nullptr when any step fails or `bytes` is under a huge page
-// (the caller then uses cudaHostAlloc). Measured on an H200 machine (a Firecracker VM):
-// cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms (pinning goes page by page, and huge
-// pages are 512 times fewer).
+// huge pages (where they are cheap: common::fault_in_huge_pages), faulted in and pinned; nullptr
+// when any step fails or `bytes` is under a huge page (the caller then uses cudaHostAlloc).
+// Measured on an H200 machine (a Firecracker VM): cudaHostAlloc pinned 64 MiB in 38.8 ms, this
+// in 10.3 ms (pinning goes page by page, and huge pages are 512 times fewer).
 void* register_huge_pages(std::size_t bytes) {
   if (bytes < common::kHugePageBytes) return nullptr;  // a small checkpoint's few small slots
   std::byte* block = nullptr;
@@ -49,7 +49,9 @@ void* register_huge_pages(std::size_t bytes) {
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
-  // Faulted in before pinning (where the kernel can), which then finds every page there.
+  // Faulted in before pinning (where the kernel can), which then finds every page there: as
+  // huge pages where they are cheap.
+  (void)common::fault_in_huge_pages(block, bytes);
   (void)common::populate_for_writing(block, bytes);
   if (cudaHostRegister(block, bytes, cudaHostRegisterPortable) != cudaSuccess) {
     cudaGetLastError();

@@ -1,0 +1,179 @@
+// common::fault_in_huge_pages: each huge page is faulted in and timed, and the first dear one
+// sends the rest of the range, and every range after it, to small pages; BumpArena faults its
+// blocks in as its cursor reaches them. Thresholds of zero and of a minute make the verdict
+// certain; what the kernel was told and did is read back from /proc/self/smaps (VmFlags: hg for
+// MADV_HUGEPAGE, nh for MADV_NOHUGEPAGE; Rss).
+#include <doctest/doctest.h>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/bump_arena.hpp"
+#include "common/huge_pages.hpp"
+#include "common/large_arrays.hpp"
+
+namespace pthload::common {
+namespace {
+
+struct MappingFacts {
+  std::string advice;  // "hg", "nh" or "" (neither)
+  std::uint64_t rss_kib = 0;
+};
+
+// What /proc/self/smaps says of the mapping holding `address`.
+MappingFacts mapping_facts(const std::byte* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto where = reinterpret_cast<std::uintptr_t>(address);
+  MappingFacts facts;
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t begin = 0;
+    std::uintptr_t end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-') {
+      if (inside) break;
+      inside = begin <= where && where < end;
+      continue;
+    }
+    if (!inside) continue;
+    if (line.starts_with("Rss:")) facts.rss_kib = std::stoull(line.substr(4));
+    if (line.starts_with("VmFlags:")) {
+      std::istringstream flags(line.substr(8));
+      std::string flag;
+      while (flags >> flag) {
+        if (flag == "hg" || flag == "nh") facts.advice = flag;
+      }
+    }
+  }
+  return facts;
+}
+
+// Whether this kernel takes both pieces of advice and can populate (Linux 5.14), without which
+// fault_in_huge_pages does nothing.
+bool fault_in_possible() {
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) return false;
+  std::byte* block = map_large_array(kHugePageBytes);
+  const bool possible =
+      ::madvise(block, kHugePageBytes, MADV_NOHUGEPAGE) == 0 && populate_for_writing(block, 4096);
+  unmap_large_array(block, kHugePageBytes);
+  return possible;
+}
+
+bool all_zero(const std::byte* block, std::size_t size) {
+  return std::all_of(block, block + size, [](std::byte b) { return b == std::byte{0}; });
+}
+
+// Sets a threshold for one test, and puts the default and an open verdict back after it.
+struct VerdictReset {
+  explicit VerdictReset(std::chrono::nanoseconds threshold) { reset_huge_page_verdict(threshold); }
+  ~VerdictReset() { reset_huge_page_verdict(); }
+  VerdictReset(const VerdictReset&) = delete;
+  VerdictReset& operator=(const VerdictReset&) = delete;
+};
+
+constexpr std::uint64_t kHugePageKib = kHugePageBytes / 1024;
+
+}  // namespace
+
+TEST_CASE("common: a large array is not faulted in until its user asks") {
+  std::byte* block = map_large_array(3 * kHugePageBytes);
+  CHECK(mapping_facts(block).rss_kib == 0);
+  CHECK(mapping_facts(block).advice.empty());
+  unmap_large_array(block, 3 * kHugePageBytes);
+}
+
+TEST_CASE("common: cheap huge pages are faulted in, every one of the range") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::minutes(1));
+  const std::size_t size = 3 * kHugePageBytes;
+  std::byte* block = map_large_array(size);
+  CHECK(fault_in_huge_pages(block, size));
+  CHECK_FALSE(huge_pages_dear());
+  const MappingFacts facts = mapping_facts(block);
+  CHECK(facts.advice == "hg");
+  CHECK(facts.rss_kib == 3 * kHugePageKib);
+  CHECK(all_zero(block, size));
+  unmap_large_array(block, size);
+}
+
+TEST_CASE("common: a dear huge page sends the rest of the range and later ranges to small pages") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::nanoseconds(0));
+  const std::size_t size = 3 * kHugePageBytes;
+  std::byte* first = map_large_array(size);
+  CHECK_FALSE(fault_in_huge_pages(first, size));
+  CHECK(huge_pages_dear());
+  // The page that was timed stays as it was faulted in; the rest is left to fault in later.
+  CHECK(mapping_facts(first).advice == "hg");
+  CHECK(mapping_facts(first).rss_kib == kHugePageKib);
+  const MappingFacts rest = mapping_facts(first + kHugePageBytes);
+  CHECK(rest.advice == "nh");
+  CHECK(rest.rss_kib == 0);
+
+  std::byte* later = map_large_array(size);
+  CHECK_FALSE(fault_in_huge_pages(later, size));
+  CHECK(mapping_facts(later).advice == "nh");
+  CHECK(mapping_facts(later).rss_kib == 0);
+  std::fill(later, later + size, std::byte{0x5a});
+  CHECK(later[size - 1] == std::byte{0x5a});
+  CHECK(all_zero(first, size));
+  unmap_large_array(later, size);
+  unmap_large_array(first, size);
+}
+
+TEST_CASE("common: a range without a whole huge page is left alone") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::nanoseconds(0));
+  std::byte* block = map_large_array(2 * kHugePageBytes);
+  // From the middle of one huge page to the middle of the next.
+  CHECK(fault_in_huge_pages(block + kHugePageBytes / 2, kHugePageBytes));
+  CHECK_FALSE(huge_pages_dear());
+  CHECK(mapping_facts(block).advice.empty());
+  CHECK(mapping_facts(block).rss_kib == 0);
+  unmap_large_array(block, 2 * kHugePageBytes);
+}
+
+TEST_CASE("common: a BumpArena faults its blocks in a huge page at a time as it fills them") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::minutes(1));
+  BumpArena arena;
+  arena.expect(std::size_t{4} << 20);  // one 4 MiB block: two huge pages
+  auto* first = static_cast<std::byte*>(arena.allocate(64, 16));
+  const std::byte* block = first - reinterpret_cast<std::uintptr_t>(first) % kHugePageBytes;
+  CHECK(mapping_facts(block).rss_kib == kHugePageKib);
+  // Up to the end of the first huge page: nothing more.
+  (void)arena.allocate(kHugePageBytes - 64 - 256, 16);
+  CHECK(mapping_facts(block).rss_kib == kHugePageKib);
+  // Into the second.
+  auto* across = static_cast<std::byte*>(arena.allocate(1024, 16));
+  CHECK(mapping_facts(block).rss_kib == 2 * kHugePageKib);
+  std::fill(across, across + 1024, std::byte{1});
+}
+
+TEST_CASE("common: where huge pages are dear, a BumpArena's blocks fault in as they are written") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::nanoseconds(0));
+  BumpArena arena;
+  arena.expect(std::size_t{4} << 20);
+  auto* first = static_cast<std::byte*>(arena.allocate(64, 16));
+  CHECK(huge_pages_dear());
+  std::fill(first, first + 64, std::byte{1});
+  // Written to the end of the block without another huge page faulted in.
+  const std::size_t rest_size = (std::size_t{4} << 20) - 4096;
+  auto* rest = static_cast<std::byte*>(arena.allocate(rest_size, 16));
+  std::fill(rest + rest_size - 4096, rest + rest_size, std::byte{2});
+  const std::byte* block = first - reinterpret_cast<std::uintptr_t>(first) % kHugePageBytes;
+  CHECK(mapping_facts(block + kHugePageBytes).advice == "nh");
+  CHECK(mapping_facts(block + kHugePageBytes).rss_kib < kHugePageKib);
+}
+
+}  // namespace pthload::common
