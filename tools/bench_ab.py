@@ -13,9 +13,16 @@ difference the runs can show, however the medians look. `--phases` adds PTHBENCH
 per-phase medians (where a process spends its time; the phases of one process do not add up to
 its wall time, which is the figure a user sees).
 
+Back to back, each process reuses the memory the one before it freed. `--pause S` sleeps S seconds
+before every run, so that each meets memory as a process started once meets it: on a virtual
+machine whose balloon reports free memory to its host (this project's), a free 2 MiB block is
+handed back within a second, and the next process to take it as a huge page pays the host's
+faults (see lib/common/huge_pages.hpp). Measure a change to how memory is got both ways.
+
 Usage:
   bench_ab.py --base OLD/pthbench --new NEW/pthbench [--mode view] [--pairs 31] FILE...
   bench_ab.py --base build/tools/pthbench/pthbench --new-env PTHLOAD_X=1 FILE...  (one build)
+  bench_ab.py --base OLD --new NEW --pause 3 FILE...  (each run after 3 s idle: a one-shot run)
   --json OUT writes every run and the summaries.
 """
 import argparse
@@ -146,11 +153,15 @@ def main():
                         help="pthbench once's mode: open, view, copy, checksum, ...")
     parser.add_argument("--pairs", type=int, default=31)
     parser.add_argument("--phases", action="store_true", help="per-phase medians too")
+    parser.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
+                        help="sleep this long before every run (memory as a one-shot run meets it)")
     parser.add_argument("--json", help="write every run and the summaries here")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
+    if args.pause < 0:
+        parser.error("--pause must not be negative")
     new_binary = args.new or args.base
     if new_binary == args.base and args.new_env == args.base_env:
         print("base and new are the same build in the same environment: an A/A run, which "
@@ -161,13 +172,19 @@ def main():
         for _, env in sides.values():
             env["PTHBENCH_PHASES"] = "1"
     report = {"mode": args.mode, "base": args.base, "new": new_binary,
-              "base_env": args.base_env, "new_env": args.new_env, "files": {}}
+              "base_env": args.base_env, "new_env": args.new_env, "pause_s": args.pause,
+              "files": {}}
+
+    def run_side(side, path):
+        if args.pause > 0:
+            time.sleep(args.pause)
+        return run_once(sides[side][0], args.mode, path, sides[side][1])
+
     for path in args.files:
         runs = []
         for pair in range(args.pairs):
             order = ("base", "new") if pair % 2 == 0 else ("new", "base")
-            runs.append({side: run_once(sides[side][0], args.mode, path, sides[side][1])
-                         for side in order})
+            runs.append({side: run_side(side, path) for side in order})
         summary = summarize(runs)
         print_summary(path, args.mode, summary, args.phases)
         report["files"][path] = {"runs": runs, **summary}
