@@ -2,7 +2,7 @@
 // sends the rest of the range, and every range after it, to small pages; BumpArena faults its
 // blocks in as its cursor reaches them. Thresholds of zero and of a minute make the verdict
 // certain; what the kernel was told and did is read back from /proc/self/smaps (VmFlags: hg for
-// MADV_HUGEPAGE, nh for MADV_NOHUGEPAGE; Rss).
+// MADV_HUGEPAGE, nh for MADV_NOHUGEPAGE) and the pages resident from mincore.
 #include <doctest/doctest.h>
 
 #include <sys/mman.h>
@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "common/aligned_buffer.hpp"
 #include "common/bump_arena.hpp"
 #include "common/huge_pages.hpp"
 #include "common/large_arrays.hpp"
@@ -22,12 +25,25 @@
 namespace pthload::common {
 namespace {
 
+constexpr std::size_t kPageBytes = 4096;
+
+// KiB of [begin, begin + size) resident (mincore): exact for the range, where a mapping's Rss
+// may include a neighbour the kernel merged it with.
+std::uint64_t resident_kib(const std::byte* begin, std::size_t size) {
+  const auto start = reinterpret_cast<std::uintptr_t>(begin) & ~std::uintptr_t{kPageBytes - 1};
+  const auto end = reinterpret_cast<std::uintptr_t>(begin) + size;
+  std::vector<unsigned char> pages((end - start + kPageBytes - 1) / kPageBytes);
+  REQUIRE(::mincore(reinterpret_cast<void*>(start), end - start, pages.data()) == 0);
+  return static_cast<std::uint64_t>(
+             std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; })) *
+         (kPageBytes / 1024);
+}
+
 struct MappingFacts {
   std::string advice;  // "hg", "nh" or "" (neither)
-  std::uint64_t rss_kib = 0;
 };
 
-// What /proc/self/smaps says of the mapping holding `address`.
+// What /proc/self/smaps says of the advice of the mapping holding `address`.
 MappingFacts mapping_facts(const std::byte* address) {
   std::ifstream smaps("/proc/self/smaps");
   const auto where = reinterpret_cast<std::uintptr_t>(address);
@@ -45,7 +61,6 @@ MappingFacts mapping_facts(const std::byte* address) {
       continue;
     }
     if (!inside) continue;
-    if (line.starts_with("Rss:")) facts.rss_kib = std::stoull(line.substr(4));
     if (line.starts_with("VmFlags:")) {
       std::istringstream flags(line.substr(8));
       std::string flag;
@@ -86,7 +101,7 @@ constexpr std::uint64_t kHugePageKib = kHugePageBytes / 1024;
 
 TEST_CASE("common: a large array is not faulted in until its user asks") {
   std::byte* block = map_large_array(3 * kHugePageBytes);
-  CHECK(mapping_facts(block).rss_kib == 0);
+  CHECK(resident_kib(block, 3 * kHugePageBytes) == 0);
   CHECK(mapping_facts(block).advice.empty());
   unmap_large_array(block, 3 * kHugePageBytes);
 }
@@ -98,9 +113,8 @@ TEST_CASE("common: cheap huge pages are faulted in, every one of the range") {
   std::byte* block = map_large_array(size);
   CHECK(fault_in_huge_pages(block, size));
   CHECK_FALSE(huge_pages_dear());
-  const MappingFacts facts = mapping_facts(block);
-  CHECK(facts.advice == "hg");
-  CHECK(facts.rss_kib == 3 * kHugePageKib);
+  CHECK(mapping_facts(block).advice == "hg");
+  CHECK(resident_kib(block, size) == 3 * kHugePageKib);
   CHECK(all_zero(block, size));
   unmap_large_array(block, size);
 }
@@ -114,15 +128,14 @@ TEST_CASE("common: a dear huge page sends the rest of the range and later ranges
   CHECK(huge_pages_dear());
   // The page that was timed stays as it was faulted in; the rest is left to fault in later.
   CHECK(mapping_facts(first).advice == "hg");
-  CHECK(mapping_facts(first).rss_kib == kHugePageKib);
-  const MappingFacts rest = mapping_facts(first + kHugePageBytes);
-  CHECK(rest.advice == "nh");
-  CHECK(rest.rss_kib == 0);
+  CHECK(resident_kib(first, kHugePageBytes) == kHugePageKib);
+  CHECK(mapping_facts(first + kHugePageBytes).advice == "nh");
+  CHECK(resident_kib(first + kHugePageBytes, size - kHugePageBytes) == 0);
 
   std::byte* later = map_large_array(size);
   CHECK_FALSE(fault_in_huge_pages(later, size));
   CHECK(mapping_facts(later).advice == "nh");
-  CHECK(mapping_facts(later).rss_kib == 0);
+  CHECK(resident_kib(later, size) == 0);
   std::fill(later, later + size, std::byte{0x5a});
   CHECK(later[size - 1] == std::byte{0x5a});
   CHECK(all_zero(first, size));
@@ -138,7 +151,7 @@ TEST_CASE("common: a range without a whole huge page is left alone") {
   CHECK(fault_in_huge_pages(block + kHugePageBytes / 2, kHugePageBytes));
   CHECK_FALSE(huge_pages_dear());
   CHECK(mapping_facts(block).advice.empty());
-  CHECK(mapping_facts(block).rss_kib == 0);
+  CHECK(resident_kib(block, 2 * kHugePageBytes) == 0);
   unmap_large_array(block, 2 * kHugePageBytes);
 }
 
@@ -149,13 +162,13 @@ TEST_CASE("common: a BumpArena faults its blocks in a huge page at a time as it 
   arena.expect(std::size_t{4} << 20);  // one 4 MiB block: two huge pages
   auto* first = static_cast<std::byte*>(arena.allocate(64, 16));
   const std::byte* block = first - reinterpret_cast<std::uintptr_t>(first) % kHugePageBytes;
-  CHECK(mapping_facts(block).rss_kib == kHugePageKib);
+  CHECK(resident_kib(block, 2 * kHugePageBytes) == kHugePageKib);
   // Up to the end of the first huge page: nothing more.
   (void)arena.allocate(kHugePageBytes - 64 - 256, 16);
-  CHECK(mapping_facts(block).rss_kib == kHugePageKib);
+  CHECK(resident_kib(block, 2 * kHugePageBytes) == kHugePageKib);
   // Into the second.
   auto* across = static_cast<std::byte*>(arena.allocate(1024, 16));
-  CHECK(mapping_facts(block).rss_kib == 2 * kHugePageKib);
+  CHECK(resident_kib(block, 2 * kHugePageBytes) == 2 * kHugePageKib);
   std::fill(across, across + 1024, std::byte{1});
 }
 
@@ -173,7 +186,25 @@ TEST_CASE("common: where huge pages are dear, a BumpArena's blocks fault in as t
   std::fill(rest + rest_size - 4096, rest + rest_size, std::byte{2});
   const std::byte* block = first - reinterpret_cast<std::uintptr_t>(first) % kHugePageBytes;
   CHECK(mapping_facts(block + kHugePageBytes).advice == "nh");
-  CHECK(mapping_facts(block + kHugePageBytes).rss_kib < kHugePageKib);
+  CHECK(resident_kib(block + kHugePageBytes, kHugePageBytes) < kHugePageKib);
+}
+
+TEST_CASE("common: an AlignedBuffer filled now is faulted in, one filled later is not") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::minutes(1));
+  // Above glibc's largest mmap threshold (32 MiB): a mapping of its own, which smaps shows.
+  constexpr std::size_t kSize = std::size_t{64} << 20;
+  const AlignedBuffer now(kSize);
+  // Every whole huge page inside; the 2 MiB-aligned start leaves at most a huge page out.
+  CHECK(resident_kib(now.data(), kSize) >= (kSize - kHugePageBytes) / 1024);
+  CHECK(mapping_facts(now.data()).advice == "hg");
+  const AlignedBuffer later(kSize, AlignedBuffer::Filled::kLater);
+  // Unless glibc wrote every byte it handed out (MALLOC_PERTURB_, which meson test sets).
+  const char* perturb = std::getenv("MALLOC_PERTURB_");
+  if (perturb == nullptr || std::string(perturb) == "0") {
+    CHECK(resident_kib(later.data(), kSize) < kHugePageKib);
+  }
+  CHECK(mapping_facts(later.data()).advice.empty());
 }
 
 }  // namespace pthload::common

@@ -92,7 +92,8 @@ bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
       const bool in_block = !destination.empty();
       common::AlignedBuffer buffer;
       if (!in_block) {
-        buffer = common::AlignedBuffer(view->size());
+        // Filled by the copy workers (cpu/file_copies.cpp), which fault it in as they go.
+        buffer = common::AlignedBuffer(view->size(), common::AlignedBuffer::Filled::kLater);
         destination = buffer.span().first(view->size());
       }
       deferred->push_back({.file = &file,
