@@ -109,8 +109,8 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     list_data_ = list_.data();
     // A list of its own mapping (common::LargeArrayAllocator: 2 MiB aligned, and no other
     // object's bytes) is faulted in, as huge pages where they are cheap, ahead of the worker by
-    // this thread, which has time to
-    // spare while the worker has none: rebuilding a tensor costs more than making its call.
+    // this thread, which has time to spare while the worker has none: rebuilding a tensor costs
+    // more than making its call.
     const std::size_t list_bytes = list_.capacity() * sizeof(NamedTensor);
     if (list_bytes >= common::kLargeArrayBytes) {
       list_reserved_end_ = reinterpret_cast<std::byte*>(list_.data()) + list_bytes;
