@@ -30,7 +30,7 @@ void* BumpArena::allocate_slow(std::size_t size, std::size_t alignment) {
   const std::size_t needed = size + alignment;
   if (cursor_ != nullptr && limit_ < block_end_ &&
       needed <= static_cast<std::size_t>(block_end_ - cursor_)) {
-    limit_ = fault_in_up_to(cursor_ + needed);
+    limit_ = fault_in_up_to(limit_, cursor_ + needed);
     return allocate(size, alignment);
   }
   std::size_t block_size = std::max(next_block_size_, kFirstBlockSize);
@@ -48,19 +48,18 @@ void* BumpArena::allocate_slow(std::size_t size, std::size_t alignment) {
     return reinterpret_cast<void*>(aligned);
   }
   cursor_ = block;
-  limit_ = block;
   block_end_ = block + block_size;
-  limit_ = block_size >= kHugePageBytes ? fault_in_up_to(block + needed) : block_end_;
+  limit_ = block_size >= kHugePageBytes ? fault_in_up_to(block, block + needed) : block_end_;
   return allocate(size, alignment);
 }
 
-std::byte* BumpArena::fault_in_up_to(std::byte* wanted) noexcept {
-  // limit_ is the block's start or a huge page boundary inside it (blocks from kHugePageBytes on
+std::byte* BumpArena::fault_in_up_to(std::byte* from, std::byte* wanted) noexcept {
+  // `from` is the block's start or a huge page boundary inside it (blocks from kHugePageBytes on
   // are aligned to it).
   const auto rounded = (reinterpret_cast<std::uintptr_t>(wanted) + kHugePageBytes - 1) &
                        ~std::uintptr_t{kHugePageBytes - 1};
   std::byte* end = std::min(reinterpret_cast<std::byte*>(rounded), block_end_);
-  if (fault_in_huge_pages(limit_, static_cast<std::size_t>(end - limit_))) return end;
+  if (fault_in_huge_pages(from, static_cast<std::size_t>(end - from))) return end;
   // The rest of the block faults in as it is written: in small pages where huge ones are dear
   // (advised so, which matters where transparent huge pages are always on).
   if (huge_pages_dear()) (void)fault_in_huge_pages(end, static_cast<std::size_t>(block_end_ - end));

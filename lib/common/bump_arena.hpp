@@ -43,9 +43,10 @@ class BumpArena {
 
  private:
   void* allocate_slow(std::size_t size, std::size_t alignment);
-  // The new limit_ once the current block's huge pages up to `wanted` are faulted in: the whole
-  // block where they could not be (then it faults in as it is written).
-  std::byte* fault_in_up_to(std::byte* wanted) noexcept;
+  // The new limit_ once the current block's huge pages from `from` (its faulted-in end) up to
+  // `wanted` are faulted in: the whole block where they could not be (then it faults in as it is
+  // written).
+  std::byte* fault_in_up_to(std::byte* from, std::byte* wanted) noexcept;
 
   std::vector<LargeBlock> blocks_;
   std::byte* cursor_ = nullptr;

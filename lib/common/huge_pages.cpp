@@ -23,7 +23,7 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
   const auto start = reinterpret_cast<std::uintptr_t>(begin);
   const auto first = (start + kHugePageBytes - 1) & ~std::uintptr_t{kHugePageBytes - 1};
   const auto last = (start + size) & ~std::uintptr_t{kHugePageBytes - 1};
-  if (first >= last || size < kHugePageBytes) return true;  // no whole huge page inside
+  if (first >= last) return true;  // no whole huge page inside
   if (dear.load(std::memory_order_relaxed)) {
     advise(first, last, MADV_NOHUGEPAGE);
     return false;
