@@ -14,10 +14,11 @@ namespace pthload::common {
 /// own (common::LargeBlock, trimmed to 2 MiB alignment without keeping spare address space, which a
 /// process under RLIMIT_AS would pay for) that are faulted in a huge page at a time as the cursor
 /// reaches them (fault_in_huge_pages: until huge pages prove dear, then 4 KiB at a time as they are
-/// written); a request larger than half that gets a block of its own, faulted in at once, leaving
-/// the current block in use. Nothing is freed before the arena. Move-only (moving keeps
-/// every pointer valid); not thread-safe. The pickle machine's value tree, the memo and (through
-/// an ObjectArena) the storages of a checkpoint are made in these.
+/// written). A block of 4 MiB is taken already faulted in from a WarmBlocks where one is ready
+/// (common/warm_blocks.hpp). A request larger than 2 MiB gets a block of its own, faulted in at
+/// once, leaving the current block in use. Nothing is freed before the arena. Move-only (moving
+/// keeps every pointer valid); not thread-safe. The pickle machine's value tree, the memo and
+/// (through an ObjectArena) the storages of a checkpoint are made in these.
 class BumpArena {
  public:
   /// `size` bytes aligned to `alignment` (a power of two, at most 16). Throws std::bad_alloc.

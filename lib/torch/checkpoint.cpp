@@ -71,11 +71,6 @@ std::string_view as_text(std::span<const std::byte> bytes) {
 // costs more than the overlap saves.
 constexpr std::size_t kPrebuildPickleBytes = std::size_t{256} << 10;
 
-bool uses_parse_thread(const LoadOptions& options) noexcept {
-  if (options.parse_threads != 0) return options.parse_threads > 1;
-  return std::thread::hardware_concurrency() > 1;
-}
-
 void open_zip(internal::CheckpointState& state, const LoadOptions& options,
               std::optional<zip::CentralDirectory> central_directory) {
   state.archive = central_directory ? zip::Archive::parse(*state.file, options.limits,
@@ -133,7 +128,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     const auto bytes = pickle_bytes.bytes();
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     pickle::RunOptions run_options;
-    if (bytes.size() >= kPrebuildPickleBytes && uses_parse_thread(options)) {
+    if (bytes.size() >= kPrebuildPickleBytes && torch::uses_parse_thread(options)) {
       // The worker reserves the list, for as many tensors as it may rebuild.
       builder.prebuild_during(run_options, bytes.size());
     } else {
@@ -237,6 +232,11 @@ const Tensor& Checkpoint::tensor(std::string_view name) const {
 
 namespace torch {
 
+bool uses_parse_thread(const LoadOptions& options) noexcept {
+  if (options.parse_threads != 0) return options.parse_threads > 1;
+  return std::thread::hardware_concurrency() > 1;
+}
+
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
                        const LoadOptions& options,
                        std::optional<zip::CentralDirectory> central_directory) {
@@ -317,6 +317,8 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     auto opened = common::with_context({.path = name},
                                        [&] { return torch::open_checkpoint_file(path, options); });
     common::phases::end("read the structure");
+    // opened.warm_blocks stays alive until open() returns: the pickle's values and the storages
+    // open_mapped() makes take their blocks from it.
     auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
                                          std::move(opened.central_directory));
     torch::choose_tensors(internal::Access::state(checkpoint), options);

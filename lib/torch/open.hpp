@@ -19,4 +19,8 @@ namespace pthload::torch {
     std::shared_ptr<const common::MappedFile> file, std::string path, const LoadOptions& options,
     std::optional<zip::CentralDirectory> central_directory = std::nullopt);
 
+/// Whether `options` let a load use a second thread while it reads a checkpoint's structure
+/// (LoadOptions::parse_threads).
+[[nodiscard]] bool uses_parse_thread(const LoadOptions& options) noexcept;
+
 }  // namespace pthload::torch

@@ -15,29 +15,17 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include "common/aligned_buffer.hpp"
 #include "common/bump_arena.hpp"
 #include "common/huge_pages.hpp"
 #include "common/large_arrays.hpp"
+#include "support/residency.hpp"
 
 namespace pthload::common {
 namespace {
 
-constexpr std::size_t kPageBytes = 4096;
-
-// KiB of [begin, begin + size) resident (mincore): exact for the range, where a mapping's Rss
-// may include a neighbour the kernel merged it with.
-std::uint64_t resident_kib(const std::byte* begin, std::size_t size) {
-  const auto start = reinterpret_cast<std::uintptr_t>(begin) & ~std::uintptr_t{kPageBytes - 1};
-  const auto end = reinterpret_cast<std::uintptr_t>(begin) + size;
-  std::vector<unsigned char> pages((end - start + kPageBytes - 1) / kPageBytes);
-  REQUIRE(::mincore(reinterpret_cast<void*>(start), end - start, pages.data()) == 0);
-  return static_cast<std::uint64_t>(
-             std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; })) *
-         (kPageBytes / 1024);
-}
+using test::resident_kib;
 
 struct MappingFacts {
   std::string advice;  // "hg", "nh" or "" (neither)

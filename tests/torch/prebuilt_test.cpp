@@ -449,3 +449,42 @@ TEST_CASE("torch: open() of a large pickle lists the same with one parse thread 
   REQUIRE(two.unused_storages().size() == 1);
   CHECK(one.unused_storages().front().key == two.unused_storages().front().key);
 }
+
+TEST_CASE("torch: an open() of 24 000 records lists the same with one parse thread and two") {
+  // With two, reading the archive's index starts a thread that faults in arena blocks for the
+  // pickle's values and the storages (common/warm_blocks.hpp: 24 000 entries ask for two 4 MiB
+  // blocks); with one, every block comes from the system.
+  constexpr int kRecords = 24'000;
+  PickleWriter p;
+  p.empty_dict();
+  for (int i = 0; i < kRecords; ++i) {
+    p.str("t" + std::to_string(i));
+    p.tensor_v2("FloatStorage", std::to_string(i), 3 + i % 3, i % 2, {1 + i % 2}, {1});
+    p.setitem();
+  }
+  std::vector<zip_build::Record> records;
+  for (int key = 0; key < kRecords; ++key)
+    records.push_back(
+        {.name = "ck/data/" + std::to_string(key), .data = float_record(3 + key % 3)});
+  const auto file = pthload::test::checkpoint_file(p.stop().bytes(), records);
+  for (const auto io : {pthload::IoStrategy::kMap, pthload::IoStrategy::kRead}) {
+    CAPTURE(io == pthload::IoStrategy::kMap);
+    const auto one = pthload::open(file.path(), {.io = io, .parse_threads = 1});
+    const auto two = pthload::open(file.path(), {.io = io, .parse_threads = 2});
+    REQUIRE(one.tensors().size() == kRecords);
+    REQUIRE(two.tensors().size() == one.tensors().size());
+    for (std::size_t i = 0; i < one.tensors().size(); ++i) {
+      const auto& x = one.tensors()[i];
+      const auto& y = two.tensors()[i];
+      REQUIRE(x.name == y.name);
+      REQUIRE(x.tensor.storage().key() == y.tensor.storage().key());
+      REQUIRE(x.tensor.storage().nbytes() == y.tensor.storage().nbytes());
+      REQUIRE(x.tensor.storage_offset() == y.tensor.storage_offset());
+      REQUIRE(x.tensor.sizes()[0] == y.tensor.sizes()[0]);
+    }
+    const auto& last = two.tensors().back();
+    CHECK(last.name == "t" + std::to_string(kRecords - 1));
+    CHECK(last.tensor.storage().nbytes() == 4 * (3 + (kRecords - 1) % 3));
+    REQUIRE(two.storages().size() == one.storages().size());
+  }
+}
