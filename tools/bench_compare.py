@@ -297,6 +297,8 @@ def measure(runner, mode, path, args, tools, cold):
     for _ in range(args.runs):
         if cold:
             drop_caches()
+        if args.pause:
+            time.sleep(args.pause)
         if runner == "pthload":
             wall, peak, out, cpu = child([tools["pthbench"], "once", mode, path])
             walls.append(wall)
@@ -479,6 +481,10 @@ def main():
     parser.add_argument("--only-named", action="store_true",
                         help="measure only the checkpoints named, generate nothing")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--pause", type=float, default=0, metavar="SECONDS",
+                        help="sleep this long before every run, so that each meets memory as a "
+                             "process started once does (README: \"Huge pages, and a machine "
+                             "that has idled\"); default 0: runs back to back")
     parser.add_argument("--cold", action="store_true",
                         help="also cold page cache runs (drops the caches of the whole machine)")
     parser.add_argument("--rows", metavar="REGEX",
@@ -511,6 +517,8 @@ def main():
     if not args.cold:
         meta["notes"].append("page cache warm only (--cold adds cold runs" +
                              ("" if cold_ok else "; needs root") + ")")
+    meta["notes"].append(f"{args.pause:g} s pause before every run" if args.pause else
+                         "runs back to back (--pause S sleeps before each)")
     la = meta["load_average"]
     meta["notes"].append(f"load average at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on "
                          f"{os.cpu_count()} CPUs")
