@@ -141,7 +141,7 @@ struct LoadOptions {
   /// resolved, arguments and bounds checked), which the naming walk then only takes. 0: two when
   /// the machine has more than one hardware thread; 1: the loading thread alone, which rebuilds
   /// them after the pickle. With two, while the loading thread reads the index of an archive of
-  /// 10 000 records or more, the second faults in (as 4 MiB blocks, at most 64 MiB) the memory
+  /// about 9 400 records or more, the second faults in (as 4 MiB blocks, at most 64 MiB) the memory
   /// the pickle's values and the storages will fill. The result is the same either way for every
   /// file torch.save writes (docs/accepted-input.md, "Storages by key", names the one kind of
   /// crafted file that is not).
