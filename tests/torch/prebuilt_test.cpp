@@ -114,6 +114,24 @@ void check_same(const Outcome& walked, const Outcome& prebuilt) {
   CHECK(walked.handed_over == 0);
 }
 
+// What open() with one parse thread and with two must list alike: the tensors in order, each
+// with its name, storage (key and size), offset and first size, and the storages in order.
+void check_same_listing(const pthload::Checkpoint& one, const pthload::Checkpoint& two) {
+  REQUIRE(two.tensors().size() == one.tensors().size());
+  for (std::size_t i = 0; i < one.tensors().size(); ++i) {
+    const auto& x = one.tensors()[i];
+    const auto& y = two.tensors()[i];
+    REQUIRE(x.name == y.name);
+    REQUIRE(x.tensor.storage().key() == y.tensor.storage().key());
+    REQUIRE(x.tensor.storage().nbytes() == y.tensor.storage().nbytes());
+    REQUIRE(x.tensor.storage_offset() == y.tensor.storage_offset());
+    REQUIRE(x.tensor.sizes()[0] == y.tensor.sizes()[0]);
+  }
+  REQUIRE(two.storages().size() == one.storages().size());
+  for (std::size_t i = 0; i < one.storages().size(); ++i)
+    REQUIRE(one.storages()[i]->key() == two.storages()[i]->key());
+}
+
 }  // namespace
 
 TEST_CASE("torch: tensors rebuilt while the pickle runs are those the walk rebuilds") {
@@ -434,18 +452,7 @@ TEST_CASE("torch: open() of a large pickle lists the same with one parse thread 
   const auto one = pthload::open(file.path(), {.parse_threads = 1});
   const auto two = pthload::open(file.path(), {.parse_threads = 2});
   REQUIRE(one.tensors().size() == 3000);
-  REQUIRE(two.tensors().size() == one.tensors().size());
-  for (std::size_t i = 0; i < one.tensors().size(); ++i) {
-    const auto& x = one.tensors()[i];
-    const auto& y = two.tensors()[i];
-    CHECK(x.name == y.name);
-    CHECK(x.tensor.storage().key() == y.tensor.storage().key());
-    CHECK(x.tensor.storage_offset() == y.tensor.storage_offset());
-    CHECK(x.tensor.sizes()[0] == y.tensor.sizes()[0]);
-  }
-  REQUIRE(two.storages().size() == one.storages().size());
-  for (std::size_t i = 0; i < one.storages().size(); ++i)
-    CHECK(one.storages()[i]->key() == two.storages()[i]->key());
+  check_same_listing(one, two);
   REQUIRE(two.unused_storages().size() == 1);
   CHECK(one.unused_storages().front().key == two.unused_storages().front().key);
 }
@@ -472,19 +479,9 @@ TEST_CASE("torch: an open() of 24 000 records lists the same with one parse thre
     const auto one = pthload::open(file.path(), {.io = io, .parse_threads = 1});
     const auto two = pthload::open(file.path(), {.io = io, .parse_threads = 2});
     REQUIRE(one.tensors().size() == kRecords);
-    REQUIRE(two.tensors().size() == one.tensors().size());
-    for (std::size_t i = 0; i < one.tensors().size(); ++i) {
-      const auto& x = one.tensors()[i];
-      const auto& y = two.tensors()[i];
-      REQUIRE(x.name == y.name);
-      REQUIRE(x.tensor.storage().key() == y.tensor.storage().key());
-      REQUIRE(x.tensor.storage().nbytes() == y.tensor.storage().nbytes());
-      REQUIRE(x.tensor.storage_offset() == y.tensor.storage_offset());
-      REQUIRE(x.tensor.sizes()[0] == y.tensor.sizes()[0]);
-    }
+    check_same_listing(one, two);
     const auto& last = two.tensors().back();
     CHECK(last.name == "t" + std::to_string(kRecords - 1));
     CHECK(last.tensor.storage().nbytes() == 4 * (3 + (kRecords - 1) % 3));
-    REQUIRE(two.storages().size() == one.storages().size());
   }
 }
