@@ -134,6 +134,10 @@ struct CheckpointState {
   /// load() would have (CRC checks, floating_dtype, copies, io): its map_location and tensor
   /// choice, which to() has no use for, are cleared.
   LoadOptions open_options;
+  /// Set where a pass over every tensor found no wrapper subclass (record_unused_storages):
+  /// placement then need not read 100 000 tensors again to look for one. Removing tensors
+  /// keeps it true; whatever lists a tensor afterwards must clear it.
+  bool no_wrapper_subclasses = false;
   /// Bytes of storage placement has taken from the file (a view counts its storage's bytes: it
   /// is what the caller may read); partial loads are tested by it (README "Partial loading").
   std::uint64_t placed_bytes = 0;

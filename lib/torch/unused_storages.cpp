@@ -42,6 +42,7 @@ class UseMarks {
     if (!internal::Access::has_extras(tensor)) {
       return !tensor.has_storage() || mark(tensor.storage());
     }
+    if (tensor.wrapper_subclass() != nullptr) saw_wrapper_subclass_ = true;
     pending.assign(1, &tensor);
     while (!pending.empty()) {
       const Tensor& t = *pending.back();
@@ -72,6 +73,8 @@ class UseMarks {
   }
 
   [[nodiscard]] bool used(std::size_t index) const { return used_[index]; }
+  // Whether a listed tensor marked so far (in any pass) is a wrapper subclass.
+  [[nodiscard]] bool saw_wrapper_subclass() const { return saw_wrapper_subclass_; }
   [[nodiscard]] bool accounted(std::size_t record) const { return accounted_[record]; }
 
  private:
@@ -80,6 +83,7 @@ class UseMarks {
   // Indexed like the archive's entries: whether a storage was made from the record.
   std::vector<bool> accounted_;
   bool numbered_ = false;
+  bool saw_wrapper_subclass_ = false;
 };
 
 // Marks what the checkpoint's metadata storages and tensors use; false as UseMarks::mark.
@@ -111,6 +115,8 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
     marks.start_over();
     (void)mark_all(checkpoint, marks);  // true now: every storage is where its index says
   }
+  // Every listed tensor was marked: placement may skip looking for wrapper subclasses.
+  checkpoint.no_wrapper_subclasses = !marks.saw_wrapper_subclass();
   // Only the unused storages are looked at again.
   for (std::size_t i = 0; i < checkpoint.storages.size(); ++i) {
     if (marks.used(i)) continue;

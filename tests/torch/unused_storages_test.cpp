@@ -77,3 +77,40 @@ TEST_CASE("torch: a tensor over a storage outside the list leaves the other tens
   pthload::torch::record_unused_storages(checkpoint);
   CHECK(unused_keys(checkpoint) == std::vector<std::string>{"0", "1", "3"});
 }
+
+TEST_CASE("torch: the pass over the tensors notes whether one is a wrapper subclass") {
+  // Placement skips looking for wrapper subclasses where this pass saw none; a wrapper it
+  // missed would keep the device its tag names, whatever map_location says.
+  for (const bool numbered : {true, false}) {
+    for (const bool with_wrapper : {false, true}) {
+      CAPTURE(numbered);
+      CAPTURE(with_wrapper);
+      pthload::internal::CheckpointState checkpoint;
+      for (int i = 0; i < 3; ++i) {
+        auto made = storage(std::to_string(i));
+        if (numbered) {
+          (void)Access::add_storage(checkpoint, std::move(made));
+        } else {
+          checkpoint.storages.push_back(std::move(made));  // marked only after numbering
+        }
+      }
+      checkpoint.tensors.push_back({"t0", tensor_over(checkpoint.storages[0])});
+      if (with_wrapper) {
+        const std::vector<std::int64_t> sizes{2, 3};
+        const std::vector<std::int64_t> strides{3, 1};
+        pthload::Tensor wrapper(pthload::Layout::kStrided, pthload::Dtype::kFloat32, sizes, strides,
+                                false);
+        Access::set_wrapper_subclass(
+            wrapper,
+            std::make_shared<const pthload::WrapperSubclass>(
+                pthload::WrapperSubclass{.subclass = "my.module.Wrapper", .location = "xla:0"}),
+            0);
+        checkpoint.tensors.push_back({"w", std::move(wrapper)});
+      }
+      checkpoint.tensors.push_back({"t2", tensor_over(checkpoint.storages[2])});
+      pthload::torch::record_unused_storages(checkpoint);
+      CHECK(checkpoint.no_wrapper_subclasses == !with_wrapper);
+      CHECK(unused_keys(checkpoint) == std::vector<std::string>{"1"});
+    }
+  }
+}
