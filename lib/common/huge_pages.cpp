@@ -4,13 +4,36 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
 
 namespace pthload::common {
 namespace {
 
 // Relaxed: a thread that misses another's verdict times one more huge page, which is all it costs.
 std::atomic<bool> dear{false};
+// Set once a range of kProbeWorthyBytes was faulted in as cheap huge pages.
+std::atomic<bool> proven_cheap{false};
 std::atomic<std::int64_t> dear_after_ns{kDearHugePage.count()};
+// What host_reclaims_free_memory() answers where a test said (HostReclaim as int); kDetect: ask.
+std::atomic<int> host_override{static_cast<int>(HostReclaim::kDetect)};
+
+bool detect_free_page_reporting() noexcept {
+  try {
+    std::error_code error;
+    const std::filesystem::path balloons("/sys/bus/virtio/drivers/virtio_balloon");
+    for (const auto& entry : std::filesystem::directory_iterator(balloons, error)) {
+      std::ifstream file(entry.path() / "features");
+      std::string features;
+      if (file >> features && reports_free_pages(features)) return true;
+    }
+  } catch (...) {
+    // Unreadable sysfs, or no memory to read it: taken as no reporting, as on bare metal.
+  }
+  return false;
+}
 
 void advise(std::uintptr_t first, std::uintptr_t last, [[maybe_unused]] int advice) noexcept {
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, advice);
@@ -28,6 +51,11 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
     advise(first, last, MADV_NOHUGEPAGE);
     return false;
   }
+  const bool probe_worthy = last - first >= kProbeWorthyBytes;
+  if (!probe_worthy && !proven_cheap.load(std::memory_order_relaxed) &&
+      host_reclaims_free_memory()) {
+    return false;
+  }
   advise(first, last, MADV_HUGEPAGE);
   const std::chrono::nanoseconds dear_after(dear_after_ns.load(std::memory_order_relaxed));
   for (std::uintptr_t page = first; page < last; page += kHugePageBytes) {
@@ -39,6 +67,7 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
       return false;
     }
   }
+  if (probe_worthy) proven_cheap.store(true, std::memory_order_relaxed);
   return true;
 #else
   (void)begin;
@@ -47,13 +76,28 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
 #endif
 }
 
+bool host_reclaims_free_memory() noexcept {
+  const auto host = static_cast<HostReclaim>(host_override.load(std::memory_order_relaxed));
+  if (host != HostReclaim::kDetect) return host == HostReclaim::kYes;
+  static const bool detected = detect_free_page_reporting();
+  return detected;
+}
+
+bool reports_free_pages(std::string_view features) noexcept {
+  // VIRTIO_BALLOON_F_REPORTING (include/uapi/linux/virtio_balloon.h).
+  constexpr std::size_t kReportingBit = 5;
+  return features.size() > kReportingBit && features[kReportingBit] == '1';
+}
+
 bool huge_pages_dear() noexcept {
   return dear.load(std::memory_order_relaxed);
 }
 
-void reset_huge_page_verdict(std::chrono::nanoseconds threshold) noexcept {
+void reset_huge_page_verdict(std::chrono::nanoseconds threshold, HostReclaim host) noexcept {
   dear_after_ns.store(threshold.count(), std::memory_order_relaxed);
   dear.store(false, std::memory_order_relaxed);
+  proven_cheap.store(false, std::memory_order_relaxed);
+  host_override.store(static_cast<int>(host), std::memory_order_relaxed);
 }
 
 bool populate_for_writing(std::byte* begin, std::size_t size) noexcept {

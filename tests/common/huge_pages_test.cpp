@@ -75,9 +75,13 @@ bool all_zero(const std::byte* block, std::size_t size) {
   return std::all_of(block, block + size, [](std::byte b) { return b == std::byte{0}; });
 }
 
-// Sets a threshold for one test, and puts the default and an open verdict back after it.
+// Sets a threshold for one test, and puts the default and an open verdict back after it. The host
+// is taken to keep free memory unless a test says otherwise: what is tested then does not depend
+// on the machine the tests run on.
 struct VerdictReset {
-  explicit VerdictReset(std::chrono::nanoseconds threshold) { reset_huge_page_verdict(threshold); }
+  explicit VerdictReset(std::chrono::nanoseconds threshold, HostReclaim host = HostReclaim::kNo) {
+    reset_huge_page_verdict(threshold, host);
+  }
   ~VerdictReset() { reset_huge_page_verdict(); }
   VerdictReset(const VerdictReset&) = delete;
   VerdictReset& operator=(const VerdictReset&) = delete;
@@ -141,6 +145,55 @@ TEST_CASE("common: a range without a whole huge page is left alone") {
   CHECK(mapping_facts(block).advice.empty());
   CHECK(resident_kib(block, 2 * kHugePageBytes) == 0);
   unmap_large_array(block, 2 * kHugePageBytes);
+}
+
+TEST_CASE("common: where the host reclaims free memory, only a large range times huge pages") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::minutes(1), HostReclaim::kYes);
+  const std::size_t small_size = 3 * kHugePageBytes;
+  std::byte* small = map_large_array(small_size);
+  // Left alone: no advice, nothing resident, no verdict.
+  CHECK_FALSE(fault_in_huge_pages(small, small_size));
+  CHECK_FALSE(huge_pages_dear());
+  CHECK(mapping_facts(small).advice.empty());
+  CHECK(resident_kib(small, small_size) == 0);
+
+  // A range of kProbeWorthyBytes is timed, and its cheap huge pages let small ranges have some.
+  std::byte* large = map_large_array(kProbeWorthyBytes);
+  CHECK(fault_in_huge_pages(large, kProbeWorthyBytes));
+  CHECK(mapping_facts(large).advice == "hg");
+  CHECK(resident_kib(large, kProbeWorthyBytes) == kProbeWorthyBytes / 1024);
+  CHECK(fault_in_huge_pages(small, small_size));
+  CHECK(mapping_facts(small).advice == "hg");
+  CHECK(resident_kib(small, small_size) == 3 * kHugePageKib);
+  unmap_large_array(large, kProbeWorthyBytes);
+  unmap_large_array(small, small_size);
+}
+
+TEST_CASE("common: where the host reclaims free memory, a large range finds huge pages dear") {
+  if (!fault_in_possible()) return;
+  const VerdictReset reset(std::chrono::nanoseconds(0), HostReclaim::kYes);
+  std::byte* large = map_large_array(kProbeWorthyBytes);
+  CHECK_FALSE(fault_in_huge_pages(large, kProbeWorthyBytes));
+  CHECK(huge_pages_dear());
+  CHECK(resident_kib(large, kProbeWorthyBytes) == kHugePageKib);
+  unmap_large_array(large, kProbeWorthyBytes);
+}
+
+TEST_CASE("common: free page reporting is feature bit 5 of a virtio balloon") {
+  // As this project's Firecracker machines show it: bits 1, 2, 5 and 7 (and 32, VERSION_1).
+  CHECK(reports_free_pages("0110010100000000000000000000000010000000"));
+  CHECK_FALSE(reports_free_pages("0110000100000000000000000000000010000000"));
+  CHECK_FALSE(reports_free_pages("01100"));
+  CHECK_FALSE(reports_free_pages(""));
+  {
+    const VerdictReset reset(kDearHugePage, HostReclaim::kYes);
+    CHECK(host_reclaims_free_memory());
+  }
+  {
+    const VerdictReset reset(kDearHugePage, HostReclaim::kNo);
+    CHECK_FALSE(host_reclaims_free_memory());
+  }
 }
 
 TEST_CASE("common: a BumpArena faults its blocks in a huge page at a time as it fills them") {
