@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -41,7 +42,7 @@ void advise(std::uintptr_t first, std::uintptr_t last, [[maybe_unused]] int advi
 
 }  // namespace
 
-bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
+bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of) noexcept {
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE) && defined(MADV_POPULATE_WRITE)
   const auto start = reinterpret_cast<std::uintptr_t>(begin);
   const auto first = (start + kHugePageBytes - 1) & ~std::uintptr_t{kHugePageBytes - 1};
@@ -51,7 +52,7 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
     advise(first, last, MADV_NOHUGEPAGE);
     return false;
   }
-  const bool probe_worthy = last - first >= kProbeWorthyBytes;
+  const bool probe_worthy = std::max<std::size_t>(last - first, part_of) >= kProbeWorthyBytes;
   if (!probe_worthy && !proven_cheap.load(std::memory_order_relaxed) &&
       host_reclaims_free_memory()) {
     return false;
@@ -72,6 +73,7 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept {
 #else
   (void)begin;
   (void)size;
+  (void)part_of;
   return false;
 #endif
 }

@@ -32,17 +32,20 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 /// dear or the kernel cannot populate (then, as where transparent huge pages are off, the range
 /// faults in as it is filled). Safe to call from several threads.
 ///
-/// Where the host takes back free memory (host_reclaims_free_memory), whole huge pages that
-/// span less than kProbeWorthyBytes are left alone (unadvised, false returned) until a range of
-/// at least that has proved them cheap.
-bool fault_in_huge_pages(std::byte* begin, std::size_t size) noexcept;
+/// Where the host takes back free memory (host_reclaims_free_memory), a range is left alone
+/// (unadvised, false returned) while it, or the whole it is a piece of (`part_of`: a large copy
+/// that threads fill piece by piece), is smaller than kProbeWorthyBytes and no range of that
+/// size has proved huge pages cheap yet. (Where transparent huge pages are "always", the kernel
+/// may still fault such a range in as huge pages.)
+bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of = 0) noexcept;
 
-/// How many bytes of whole huge pages a range needs, where the host takes back free memory, to
-/// be worth timing a huge page for. Measured there: 4 KiB pages cost 0.45 ms per MiB and hot huge
-/// pages 0.12, so 64 MiB of huge pages save about 21 ms, what one dear page costs (23-27 ms after
-/// a few seconds' idling, 5-8 ms at best). A checkpoint of 100 000 small tensors fills ranges of
-/// 2-8 MiB, and after idling found 0-5 hot huge pages before a dear one: with the dear one left
-/// out, its view load took 14 ms less (p = 0.035, 15 pairs; 10 ms less back to back).
+/// How large a range must be, where the host takes back free memory, to be worth timing a huge
+/// page for. Measured there: 4 KiB pages cost 0.45 ms per MiB and hot huge pages 0.12, so 64 MiB
+/// in huge pages save about 21 ms, what one dear page costs (23-27 ms after a few seconds' idling,
+/// 5-8 ms at best). A checkpoint of 100 000 small tensors fills ranges of 2-8 MiB, and after idling
+/// met 0-15 hot huge pages before a dear one, which the loading thread paid while it read the
+/// index: leaving such ranges to small pages made its view load 6 ms faster back to back (13 of
+/// 17 pairs, p = 0.049) and after 3 s idle (10 of 17, p = 0.63).
 inline constexpr std::size_t kProbeWorthyBytes = std::size_t{64} << 20;
 
 /// Whether this runs as a guest whose host takes back the memory it frees: a virtio balloon

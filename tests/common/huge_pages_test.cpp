@@ -158,6 +158,14 @@ TEST_CASE("common: where the host reclaims free memory, only a large range times
   CHECK(mapping_facts(small).advice.empty());
   CHECK(resident_kib(small, small_size) == 0);
 
+  // A small piece of a range that large is timed.
+  std::byte* piece = map_large_array(small_size);
+  CHECK(fault_in_huge_pages(piece, small_size, kProbeWorthyBytes));
+  CHECK(mapping_facts(piece).advice == "hg");
+  CHECK(resident_kib(piece, small_size) == 3 * kHugePageKib);
+  unmap_large_array(piece, small_size);
+  CHECK(resident_kib(small, small_size) == 0);
+
   // A range of kProbeWorthyBytes is timed, and its cheap huge pages let small ranges have some.
   std::byte* large = map_large_array(kProbeWorthyBytes);
   CHECK(fault_in_huge_pages(large, kProbeWorthyBytes));
