@@ -32,6 +32,19 @@ pthload::Tensor tensor_over(const std::shared_ptr<pthload::Storage>& over) {
   return {over, pthload::Dtype::kFloat32, sizes, strides, 0, false};
 }
 
+// Storages "0".."count-1" in the checkpoint's list, each with its position noted
+// (Access::add_storage) where `numbered`, else appended without one.
+void add_storages(pthload::internal::CheckpointState& checkpoint, int count, bool numbered) {
+  for (int i = 0; i < count; ++i) {
+    auto made = storage(std::to_string(i));
+    if (numbered) {
+      (void)Access::add_storage(checkpoint, std::move(made));
+    } else {
+      checkpoint.storages.push_back(std::move(made));  // no position noted
+    }
+  }
+}
+
 std::vector<std::string> unused_keys(const pthload::internal::CheckpointState& checkpoint) {
   std::vector<std::string> keys;
   for (const auto& unused : checkpoint.unused_storages)
@@ -45,14 +58,7 @@ TEST_CASE("torch: unused storages are those no listed tensor uses, however they 
   for (const bool numbered : {true, false}) {
     CAPTURE(numbered);
     pthload::internal::CheckpointState checkpoint;
-    for (int i = 0; i < 6; ++i) {
-      auto made = storage(std::to_string(i));
-      if (numbered) {
-        (void)Access::add_storage(checkpoint, std::move(made));
-      } else {
-        checkpoint.storages.push_back(std::move(made));  // no position noted
-      }
-    }
+    add_storages(checkpoint, 6, numbered);
     // Tensors over storages 4, 1 and 4 again, in that order; 3 is a nested tensor's metadata.
     for (const int used : {4, 1, 4})
       checkpoint.tensors.push_back(
@@ -86,14 +92,7 @@ TEST_CASE("torch: the pass over the tensors notes whether one is a wrapper subcl
       CAPTURE(numbered);
       CAPTURE(with_wrapper);
       pthload::internal::CheckpointState checkpoint;
-      for (int i = 0; i < 3; ++i) {
-        auto made = storage(std::to_string(i));
-        if (numbered) {
-          (void)Access::add_storage(checkpoint, std::move(made));
-        } else {
-          checkpoint.storages.push_back(std::move(made));  // marked only after numbering
-        }
-      }
+      add_storages(checkpoint, 3, numbered);  // unnumbered: marked only after numbering
       checkpoint.tensors.push_back({"t0", tensor_over(checkpoint.storages[0])});
       if (with_wrapper) {
         const std::vector<std::int64_t> sizes{2, 3};
