@@ -18,8 +18,8 @@ std::atomic<bool> dear{false};
 // Set once a range of kProbeWorthyBytes was faulted in as cheap huge pages.
 std::atomic<bool> proven_cheap{false};
 std::atomic<std::int64_t> dear_after_ns{kDearHugePage.count()};
-// What host_reclaims_free_memory() answers where a test said (HostReclaim as int); kDetect: ask.
-std::atomic<int> host_override{static_cast<int>(HostReclaim::kDetect)};
+// What host_reclaims_free_memory() answers where a test said; kDetect: ask.
+std::atomic<HostReclaim> host_override{HostReclaim::kDetect};
 
 bool detect_free_page_reporting() noexcept {
   try {
@@ -79,7 +79,7 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of
 }
 
 bool host_reclaims_free_memory() noexcept {
-  const auto host = static_cast<HostReclaim>(host_override.load(std::memory_order_relaxed));
+  const HostReclaim host = host_override.load(std::memory_order_relaxed);
   if (host != HostReclaim::kDetect) return host == HostReclaim::kYes;
   static const bool detected = detect_free_page_reporting();
   return detected;
@@ -99,7 +99,7 @@ void reset_huge_page_verdict(std::chrono::nanoseconds threshold, HostReclaim hos
   dear_after_ns.store(threshold.count(), std::memory_order_relaxed);
   dear.store(false, std::memory_order_relaxed);
   proven_cheap.store(false, std::memory_order_relaxed);
-  host_override.store(static_cast<int>(host), std::memory_order_relaxed);
+  host_override.store(host, std::memory_order_relaxed);
 }
 
 bool populate_for_writing(std::byte* begin, std::size_t size) noexcept {
