@@ -138,7 +138,8 @@ void about(const internal::StorageState& storage, const Device& device, Body&& b
 namespace device {
 
 void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
-                    const std::shared_ptr<Backend>& backend, PipelineReport* report) {
+                    const std::shared_ptr<Backend>& backend, PipelineReport* report,
+                    ViewsPlaced views) {
   auto& state = internal::Access::state(checkpoint);
   try {
     // The index and pickle were read at open(); a file written or truncated since would mix
@@ -151,12 +152,17 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     // 2.4 MB for 100 000 storages: huge pages of its own (where they are cheap), not 600 faults
     // of 4 KiB.
     std::vector<Planned, common::LargeArrayAllocator<Planned>> plan;
-    common::reserve_filled_soon(plan, state.storages.size());
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
     std::unordered_set<const Storage*> skipped;  // map_location answered kSkipStorage
     // Owned copies of small storages are pieces of one block (cpu/packed_copies.hpp).
     cpu::PackedCopies packed;
+    // Views made as their devices are decided (ViewsPlaced::kAsDecided) need no plan: a view
+    // load of 100 000 storages then makes none (2.4 MB) and reads each storage once. Not when
+    // every record read is to be CRC-checked first.
+    const bool view_now = views == ViewsPlaced::kAsDecided && !options.copy_cpu_storages &&
+                          !(options.verify_crc && state.archive);
+    std::uint64_t viewed_bytes = 0;
     for (std::size_t i = 0; i < state.storages.size(); ++i) {
       const auto& storage = state.storages[i];
       if (i + common::kPrefetchAhead < state.storages.size()) {
@@ -180,8 +186,18 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       if (device.type == Device::Type::kCpu && options.copy_cpu_storages) {
         packed.expect(storage_state.nbytes);
       }
+      if (view_now && device.type == Device::Type::kCpu) {
+        bool viewed = false;
+        about(storage_state, device, [&] { viewed = place_view_on_cpu(state, storage_state); });
+        if (viewed) {
+          viewed_bytes += storage_state.nbytes;
+          continue;
+        }
+      }
+      if (plan.capacity() == 0) common::reserve_filled_soon(plan, state.storages.size() - i);
       plan.push_back({&storage_state, device, internal::file_offset(storage_state)});
     }
+    state.placed_bytes += viewed_bytes;
     resolve_wrapper_devices(state, options);
     // The plan holds only kept storages: dropping the skipped ones (and their tensors) frees
     // nothing the plan points at.
@@ -210,6 +226,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       if (planned.device.type == Device::Type::kCuda) gpus.insert(planned.device.index);
     if (!gpus.empty()) check_cuda_options(options.cuda, gpus.size());
     Progress progress(options.cuda.progress, total_bytes);
+    if (viewed_bytes > 0) progress.add(viewed_bytes);
     std::vector<DeviceJob> jobs;
     std::vector<internal::StorageState*> job_storages;
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
@@ -293,7 +310,9 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
 Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
   try {
     Checkpoint checkpoint = open(path, options);
-    device::place_storages(checkpoint, options, device::cuda_backend());
+    // A failure drops the checkpoint: views need not wait for every device to be decided.
+    device::place_storages(checkpoint, options, device::cuda_backend(), nullptr,
+                           device::ViewsPlaced::kAsDecided);
     common::phases::end("place the storages");
     return checkpoint;
   } catch (const std::bad_alloc&) {
@@ -306,7 +325,8 @@ Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
 Checkpoint load(std::span<const std::byte> bytes, const LoadOptions& options) {
   try {
     Checkpoint checkpoint = open(bytes, options);
-    device::place_storages(checkpoint, options);
+    device::place_storages(checkpoint, options, device::cuda_backend(), nullptr,
+                           device::ViewsPlaced::kAsDecided);
     return checkpoint;
   } catch (const std::bad_alloc&) {
     throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while loading", {.path = "<memory>"});

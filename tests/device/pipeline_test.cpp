@@ -19,6 +19,7 @@
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
+#include "torch/access.hpp"
 #include "torch/state.hpp"
 
 using pthload::Device;
@@ -76,6 +77,53 @@ void check_same_bytes(const pthload::Checkpoint& on_device, const std::filesyste
     REQUIRE(device.device_pointer() != nullptr);
     CHECK(std::memcmp(device.device_pointer(), expected.data(), expected.size()) == 0);
   }
+}
+
+// Storages '0' (cpu), '1' (cuda:0), '2' (cpu, a deflated record), '3' (cpu) and '4' (cuda:0), of
+// 4, 3, 4, 2 and 5 floats with values distinct across the file.
+pthload::test::TempFile mixed_storages() {
+  struct Part {
+    int count;
+    const char* location;
+    bool deflate;
+  };
+  const std::vector<Part> parts = {{4, "cpu", false},
+                                   {3, "cuda:0", false},
+                                   {4, "cpu", true},
+                                   {2, "cpu", false},
+                                   {5, "cuda:0", false}};
+  PickleWriter p;
+  p.empty_dict().mark();
+  std::vector<pthload::test::zip_build::Record> records;
+  float next = 0.25f;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string key = std::to_string(i);
+    const int n = parts[i].count;
+    p.str("t" + key).tensor_v2("FloatStorage", key, n, 0, {n}, {1}, parts[i].location);
+    std::string data;
+    for (int e = 0; e < n; ++e, next += 1.0f)
+      data.append(reinterpret_cast<const char*>(&next), sizeof next);
+    records.push_back({.name = "ck/data/" + key, .data = data, .deflate = parts[i].deflate});
+  }
+  p.setitems().stop();
+  return checkpoint_file(p.bytes(), records);
+}
+
+// What placing left of each storage: key, device, whether a view of the file, and its bytes.
+std::vector<std::string> placements(const pthload::Checkpoint& checkpoint) {
+  std::vector<std::string> seen;
+  for (const auto& storage : checkpoint.storages()) {
+    const auto nbytes = static_cast<std::size_t>(storage->nbytes());
+    std::string bytes(nbytes, '\0');
+    if (storage->device().type == Device::Type::kCuda) {
+      if (nbytes > 0) std::memcpy(bytes.data(), storage->device_pointer(), nbytes);
+    } else {
+      std::memcpy(bytes.data(), storage->bytes().data(), nbytes);
+    }
+    seen.push_back(std::string(storage->key()) + " " + storage->device().to_string() +
+                   (storage->is_file_view() ? " view " : " owned ") + bytes);
+  }
+  return seen;
 }
 
 void check_nothing_left(const HostBackend& backend) {
@@ -591,5 +639,55 @@ TEST_SUITE("fixtures") {
       }
     }
     CHECK(on_gpu.tensor("float8_e4m3fn").dtype() == Dtype::kFloat16);
+  }
+}
+
+TEST_CASE("device: views made as devices are decided leave every storage as views made after") {
+  using pthload::device::ViewsPlaced;
+  const auto file = mixed_storages();
+  auto backend = std::make_shared<HostBackend>();
+  std::vector<std::vector<std::string>> placed;
+  for (const auto views : {ViewsPlaced::kAfterDecisions, ViewsPlaced::kAsDecided}) {
+    CAPTURE(static_cast<int>(views));
+    auto checkpoint = pthload::open(file.path());
+    pthload::LoadOptions options;
+    std::uint64_t progressed = 0;
+    std::uint64_t total = 0;
+    options.cuda.progress = [&](std::uint64_t done, std::uint64_t all) {
+      progressed = done;
+      total = all;
+    };
+    pthload::device::place_storages(checkpoint, options, backend, nullptr, views);
+    CHECK(total == 18 * sizeof(float));
+    CHECK(progressed == total);
+    CHECK(pthload::internal::Access::state(checkpoint).placed_bytes == total);
+    placed.push_back(placements(checkpoint));
+    const auto& storages = checkpoint.storages();
+    REQUIRE(storages.size() == 5);
+    CHECK(storages[0]->is_file_view());
+    CHECK(storages[1]->device() == Device::cuda(0));
+    CHECK_FALSE(storages[2]->is_file_view());  // inflated: an owned buffer
+    CHECK(storages[3]->is_file_view());
+    CHECK(storages[4]->device() == Device::cuda(0));
+    CHECK(checkpoint.tensor("t3").storage().bytes().size() == 2 * sizeof(float));
+  }
+  CHECK(placed[0] == placed[1]);
+  check_nothing_left(*backend);
+}
+
+TEST_CASE("device: a device that cannot be decided leaves views made before it only as decided") {
+  using pthload::device::ViewsPlaced;
+  const auto file = mixed_storages();
+  // No backend: storage '1' (cuda:0) fails after storage '0' was decided for the CPU.
+  for (const auto views : {ViewsPlaced::kAfterDecisions, ViewsPlaced::kAsDecided}) {
+    CAPTURE(static_cast<int>(views));
+    auto checkpoint = pthload::open(file.path());
+    CHECK(error_code_of([&] {
+            pthload::device::place_storages(checkpoint, {}, nullptr, nullptr, views);
+          }) == Errc::kDeviceCudaUnavailable);
+    const auto& storages = checkpoint.storages();
+    CHECK(storages[0]->is_placed() == (views == ViewsPlaced::kAsDecided));
+    for (std::size_t i = 1; i < storages.size(); ++i)
+      CHECK_FALSE(storages[i]->is_placed());
   }
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "device/cpu/kernels.hpp"
+#include "zip/entry.hpp"
 
 namespace pthload::device {
 namespace {
@@ -69,23 +70,37 @@ std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   return std::min(element_size(storage.dtype), kMaxAlignment);
 }
 
+bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
+                       internal::StorageState& storage) {
+  // A deflated record is inflated into a buffer: never a view.
+  if (storage.swap_unit > 1 ||
+      (storage.record != nullptr && storage.record->method != zip::kMethodStored)) {
+    return false;
+  }
+  const auto bytes = read_record(checkpoint, storage);
+  const auto* view = std::get_if<std::span<const std::byte>>(&bytes);
+  if (view == nullptr ||
+      reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) != 0) {
+    return false;
+  }
+  // An io=read image's storage bytes may never have been read: view_of refuses them, and
+  // they are copied out. Under io=map they are views of the file's mapping.
+  const auto& file = source_file(checkpoint, storage);
+  const auto viewable = file->view_of(*view);
+  if (!viewable) return false;
+  storage.placement = internal::FileView{file};
+  storage.cpu_bytes = *viewable;
+  storage.device = Device::cpu();
+  return true;
+}
+
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
                   bool copy, cpu::FileCopyList* deferred, cpu::PackedCopies* packed) {
+  if (!copy && place_view_on_cpu(checkpoint, storage)) return false;
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
-    const bool aligned =
-        reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) == 0;
     const auto& file = *source_file(checkpoint, storage);
-    // An io=read image's storage bytes may never have been read: view_of refuses them, and
-    // they are copied out. Under io=map they are views of the file's mapping.
-    const auto viewable = !copy && !swap && aligned ? file.view_of(*view) : std::nullopt;
-    if (viewable) {
-      storage.placement = internal::FileView{source_file(checkpoint, storage)};
-      storage.cpu_bytes = *viewable;
-      storage.device = Device::cpu();
-      return false;
-    }
     if (deferred != nullptr && !swap) {
       std::span<std::byte> destination =
           packed != nullptr ? packed->take(view->size()) : std::span<std::byte>();

@@ -20,6 +20,13 @@ bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
                   bool copy, cpu::FileCopyList* deferred = nullptr,
                   cpu::PackedCopies* packed = nullptr);
 
+/// Places `storage` as a view of its file where that reads none of its bytes: a stored record
+/// (or a legacy range) whose address suits its elements and that needs no byte swap, in a file
+/// that maps it. Returns whether it did; otherwise nothing changed, and place_on_cpu copies it.
+/// Throws as Archive::read does for a stored record it cannot read (out of bounds, encrypted).
+bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
+                       internal::StorageState& storage);
+
 /// The storage's bytes in host memory as the file stores them (not byte-swapped), for a copy
 /// to another device: a view of the file, or a buffer kept in `scratch` (an inflated record).
 [[nodiscard]] std::span<const std::byte> stored_bytes(const internal::CheckpointState& checkpoint,
