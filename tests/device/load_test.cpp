@@ -1,6 +1,8 @@
-// load(): map_location in each form, CPU views and copies, byte order, and the device errors.
+// load(): map_location in each form, CPU views and copies, byte order, the device errors, and
+// tensors that outlive their checkpoint.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -381,4 +383,57 @@ TEST_CASE("device: a load names its phases in order to an installed recorder, an
   ended_phases.clear();
   (void)pthload::load(file.path(), {.map_location = cpu});
   CHECK(ended_phases.empty());
+}
+
+TEST_CASE(
+    "device: tensors kept from a large checkpoint outlive it, released on one thread or two") {
+  // A pickle past the size from which a checkpoint allowed a second thread releases its value
+  // tree and zip index on one (checkpoint.cpp release()) while the tensors and storages go.
+  PickleWriter p;
+  p.empty_dict();
+  for (int i = 0; i < 3000; ++i) {
+    p.str("t" + std::to_string(i));
+    p.tensor_v2("FloatStorage", std::to_string(i % 1000), 8, i % 4, {2}, {1});
+    p.setitem();
+  }
+  p.str("padding").str(std::string(300'000, 'x')).setitem();
+  std::vector<pthload::test::zip_build::Record> records;
+  for (int key = 0; key < 1000; ++key) {
+    std::string data;  // 8 floats, distinct across the file
+    for (int e = 0; e < 8; ++e) {
+      const auto value = static_cast<float>(key * 8 + e);
+      data.append(reinterpret_cast<const char*>(&value), sizeof value);
+    }
+    records.push_back({.name = "ck/data/" + std::to_string(key), .data = data});
+  }
+  const auto file = pthload::test::checkpoint_file(p.stop().bytes(), records);
+  const auto reference = pthload::load(file.path(), {.copy_cpu_storages = true});
+  for (const unsigned threads : {1u, 2u}) {
+    for (const bool copy : {false, true}) {
+      CAPTURE(threads);
+      CAPTURE(copy);
+      const pthload::LoadOptions options{.copy_cpu_storages = copy, .parse_threads = threads};
+      std::vector<pthload::NamedTensor> kept;
+      {
+        auto checkpoint = pthload::load(file.path(), options);
+        for (std::size_t i = 0; i < checkpoint.tensors().size(); i += 7)
+          kept.push_back(checkpoint.tensors()[i]);
+        // Assigning over a checkpoint releases the one it held as its destructor would.
+        checkpoint = pthload::load(file.path(), options);
+        for (std::size_t i = 3; i < checkpoint.tensors().size(); i += 7)
+          kept.push_back(checkpoint.tensors()[i]);
+      }
+      REQUIRE(kept.size() == 858);
+      for (const auto& named : kept) {
+        const auto& expected = reference.tensor(named.name.view());
+        CHECK(named.tensor.sizes()[0] == 2);
+        CHECK(named.tensor.storage_offset() == expected.storage_offset());
+        CHECK(named.tensor.storage().key() == expected.storage().key());
+        const auto bytes = named.tensor.contiguous_bytes();
+        const auto want = expected.contiguous_bytes();
+        REQUIRE(bytes.size() == want.size());
+        CHECK(std::equal(bytes.begin(), bytes.end(), want.begin()));
+      }
+    }
+  }
 }

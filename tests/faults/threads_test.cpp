@@ -113,7 +113,8 @@ TEST_CASE("threads: a copy load's reading threads fill the small storages' share
 TEST_CASE("threads: the tensors of a large pickle are rebuilt on a second thread as it runs") {
   // 6000 tensors: a pickle past the size from which open() rebuilds dense tensors on a worker
   // thread while the machine runs (torch/prebuilt_tensors.hpp); under ThreadSanitizer, the
-  // worker's reads of the machine's values and the hand-over of its results are checked.
+  // worker's reads of the machine's values and the hand-over of its results are checked, and
+  // each checkpoint releasing its value tree and zip index on a second thread as it goes.
   test::PickleWriter p;
   p.empty_dict();
   std::vector<test::zip_build::Record> records;
