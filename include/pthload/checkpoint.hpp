@@ -55,7 +55,11 @@ struct UnusedStorage {
 class PTHLOAD_API Checkpoint {
  public:
   Checkpoint(Checkpoint&&) noexcept;
+  /// Releases the checkpoint this held as the destructor does.
   Checkpoint& operator=(Checkpoint&&) noexcept;
+  /// Releases what this owns; tensors and storages kept elsewhere stay. A checkpoint read with a
+  /// second parse thread (LoadOptions::parse_threads) releases part of its memory on a thread it
+  /// starts and joins here.
   ~Checkpoint();
 
   [[nodiscard]] Format format() const noexcept;
