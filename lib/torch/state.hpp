@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,6 +36,10 @@ class DeviceMemory {
 /// The bytes are a view of the mapped file, which this keeps mapped.
 struct FileView {
   std::shared_ptr<const common::MappedFile> file;
+  /// The zip record the bytes are (empty for a legacy range): a view of the central directory
+  /// in `file`'s image, for the errors of reads of the view. Unlike StorageState::record, valid
+  /// after the Checkpoint is gone, for as long as the view.
+  std::string_view record;
 };
 
 /// A range of a file: where a legacy storage's bytes are.
@@ -81,8 +86,9 @@ struct StorageState {
   /// arrays on the CPU whatever map_location says.
   bool follows_map_location = true;
   std::uint64_t nbytes = 0;
-  /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive (valid
-  /// while the Checkpoint lives; only placement, inside load(), reads it).
+  /// Where the bytes are in the file: the zip record, an entry of the checkpoint's archive. Valid
+  /// only while the Checkpoint lives, so only open() and placement read it, never a method of a
+  /// Storage or Tensor, which may outlive the Checkpoint (FileView::record names it for those).
   const zip::Entry* record = nullptr;
   /// Its position in CheckpointState::storages, set as it joins them (Access::add_storage).
   std::size_t index = SIZE_MAX;

@@ -66,8 +66,7 @@ void Storage::read(std::uint64_t offset, std::span<std::byte> destination) const
   }
   const auto range = all.subspan(static_cast<std::size_t>(offset), destination.size());
   if (const auto* view = std::get_if<internal::FileView>(&state_->placement)) {
-    view->file->copy_out(range, destination,
-                         state_->record != nullptr ? std::string_view(state_->record->name) : "");
+    view->file->copy_out(range, destination, view->record);
   } else if (!range.empty()) {
     std::memcpy(destination.data(), range.data(), range.size());
   }
@@ -269,8 +268,12 @@ void check_shown_bytes(const Tensor& tensor, std::string_view what) {
   const std::uint64_t held = tensor.has_storage() ? tensor.storage().nbytes() : 0;
   if (shown > held && shown > kMaxOverlappingViewBytes) {
     ErrorContext where;
-    if (tensor.has_storage() && internal::Access::state(tensor.storage()).record != nullptr) {
-      where.record = internal::Access::state(tensor.storage()).record->name;
+    // Not StorageState::record: the tensor may have outlived its checkpoint and the archive.
+    if (tensor.has_storage()) {
+      if (const auto* view = std::get_if<internal::FileView>(
+              &internal::Access::state(tensor.storage()).placement)) {
+        where.record = view->record;
+      }
     }
     throw FormatError(Errc::kTorchLimitExceeded,
                       fmt::format("{}: the view shows {} bytes over a storage of {} bytes (it "

@@ -88,7 +88,7 @@ bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
   const auto& file = source_file(checkpoint, storage);
   const auto viewable = file->view_of(*view);
   if (!viewable) return false;
-  storage.placement = internal::FileView{file};
+  storage.placement = internal::FileView{.file = file, .record = record_name(storage)};
   storage.cpu_bytes = *viewable;
   storage.device = Device::cpu();
   return true;
