@@ -70,23 +70,20 @@ std::size_t view_alignment(const internal::StorageState& storage) noexcept {
   return std::min(element_size(storage.dtype), kMaxAlignment);
 }
 
-bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
-                       internal::StorageState& storage) {
-  // A deflated record is inflated into a buffer: never a view.
+namespace {
+
+// Makes `storage` a view of `view`, its bytes where they lie in its file, where its elements'
+// alignment and the file allow; false, changing nothing, otherwise.
+bool place_as_view(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
+                   std::span<const std::byte> view) {
   if (storage.swap_unit > 1 ||
-      (storage.record != nullptr && storage.record->method != zip::kMethodStored)) {
-    return false;
-  }
-  const auto bytes = read_record(checkpoint, storage);
-  const auto* view = std::get_if<std::span<const std::byte>>(&bytes);
-  if (view == nullptr ||
-      reinterpret_cast<std::uintptr_t>(view->data()) % view_alignment(storage) != 0) {
+      reinterpret_cast<std::uintptr_t>(view.data()) % view_alignment(storage) != 0) {
     return false;
   }
   // An io=read image's storage bytes may never have been read: view_of refuses them, and
   // they are copied out. Under io=map they are views of the file's mapping.
   const auto& file = source_file(checkpoint, storage);
-  const auto viewable = file->view_of(*view);
+  const auto viewable = file->view_of(view);
   if (!viewable) return false;
   storage.placement = internal::FileView{.file = file, .record = record_name(storage)};
   storage.cpu_bytes = *viewable;
@@ -94,12 +91,23 @@ bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
   return true;
 }
 
+}  // namespace
+
+bool place_view_on_cpu(const internal::CheckpointState& checkpoint,
+                       internal::StorageState& storage) {
+  // A deflated record is inflated into a buffer: never a view.
+  if (storage.record != nullptr && storage.record->method != zip::kMethodStored) return false;
+  const auto bytes = read_record(checkpoint, storage);
+  const auto* view = std::get_if<std::span<const std::byte>>(&bytes);
+  return view != nullptr && place_as_view(checkpoint, storage, *view);
+}
+
 bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::StorageState& storage,
                   bool copy, cpu::FileCopyList* deferred, cpu::PackedCopies* packed) {
-  if (!copy && place_view_on_cpu(checkpoint, storage)) return false;
   auto bytes = read_record(checkpoint, storage);
   const bool swap = storage.swap_unit > 1;
   if (auto* view = std::get_if<std::span<const std::byte>>(&bytes)) {
+    if (!copy && place_as_view(checkpoint, storage, *view)) return false;
     const auto& file = *source_file(checkpoint, storage);
     if (deferred != nullptr && !swap) {
       std::span<std::byte> destination =
