@@ -34,6 +34,14 @@ using pthload::test::PickleWriter;
 
 namespace {
 
+// `count` float32 values from `next` on, one apart, as a record's bytes; `next` moves past them.
+std::string distinct_floats(int count, float& next) {
+  std::string data;
+  for (int e = 0; e < count; ++e, next += 1.0f)
+    data.append(reinterpret_cast<const char*>(&next), sizeof next);
+  return data;
+}
+
 // `count` float32 storages '0'..; storage i holds `sizes[i % sizes.size()]` elements, each
 // element's value distinct across the whole file. Tags alternate cuda:0 / cuda:1.
 pthload::test::TempFile many_storages(int count, std::vector<int> sizes) {
@@ -46,10 +54,7 @@ pthload::test::TempFile many_storages(int count, std::vector<int> sizes) {
     const std::string key = std::to_string(i);
     p.str("t" + key).tensor_v2("FloatStorage", key, n, 0, {n}, {1},
                                i % 2 == 0 ? "cuda:0" : "cuda:1");
-    std::string data;
-    for (int e = 0; e < n; ++e, next += 1.0f)
-      data.append(reinterpret_cast<const char*>(&next), sizeof next);
-    records.push_back({.name = "ck/data/" + key, .data = data});
+    records.push_back({.name = "ck/data/" + key, .data = distinct_floats(n, next)});
   }
   p.setitems().stop();
   return checkpoint_file(p.bytes(), records);
@@ -100,10 +105,8 @@ pthload::test::TempFile mixed_storages() {
     const std::string key = std::to_string(i);
     const int n = parts[i].count;
     p.str("t" + key).tensor_v2("FloatStorage", key, n, 0, {n}, {1}, parts[i].location);
-    std::string data;
-    for (int e = 0; e < n; ++e, next += 1.0f)
-      data.append(reinterpret_cast<const char*>(&next), sizeof next);
-    records.push_back({.name = "ck/data/" + key, .data = data, .deflate = parts[i].deflate});
+    records.push_back(
+        {.name = "ck/data/" + key, .data = distinct_floats(n, next), .deflate = parts[i].deflate});
   }
   p.setitems().stop();
   return checkpoint_file(p.bytes(), records);
