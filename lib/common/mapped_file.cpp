@@ -167,23 +167,29 @@ void MappedFile::fill_all() {
   complete_ = true;
 }
 
-void MappedFile::copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
-                          std::string_view record) const {
-  PTHLOAD_ASSERT(range.size() == destination.size());
-  if (range.empty()) return;
+std::optional<std::uint64_t> MappedFile::file_offset_of(
+    std::span<const std::byte> range) const noexcept {
+  if (reader_ == nullptr ||
+      !(std::holds_alternative<Mapping>(owner_) || std::holds_alternative<Image>(owner_))) {
+    return std::nullopt;
+  }
   const auto inside = [&](std::span<const std::byte> all) {
     return !all.empty() && range.data() >= all.data() &&
            range.data() + range.size() <= all.data() + all.size();
   };
-  const bool from_file = reader_ != nullptr && (std::holds_alternative<Mapping>(owner_) ||
-                                                std::holds_alternative<Image>(owner_));
-  if (from_file && inside(bytes_)) {
-    reader_->read_at(static_cast<std::uint64_t>(range.data() - bytes_.data()), destination, record);
-    return;
+  if (inside(bytes_)) return static_cast<std::uint64_t>(range.data() - bytes_.data());
+  if (views_.address != nullptr && inside(view_bytes())) {
+    return static_cast<std::uint64_t>(range.data() - view_bytes().data());
   }
-  if (from_file && views_.address != nullptr && inside(view_bytes())) {
-    reader_->read_at(static_cast<std::uint64_t>(range.data() - view_bytes().data()), destination,
-                     record);
+  return std::nullopt;
+}
+
+void MappedFile::copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
+                          std::string_view record) const {
+  PTHLOAD_ASSERT(range.size() == destination.size());
+  if (range.empty()) return;
+  if (const auto offset = file_offset_of(range)) {
+    reader_->read_at(*offset, destination, record);
     return;
   }
   std::memcpy(destination.data(), range.data(), range.size());

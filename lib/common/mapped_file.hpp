@@ -88,6 +88,12 @@ class MappedFile {
   void copy_out(std::span<const std::byte> range, std::span<std::byte> destination,
                 std::string_view record = {}) const;
 
+  /// Where `range` (of bytes() or view_bytes()) lies in the file, when copy_out() reads it with
+  /// pread: this is a mapping or an image of an open file. nullopt where copy_out() copies
+  /// memory (bytes from memory, a pipe's bytes, a range outside both).
+  [[nodiscard]] std::optional<std::uint64_t> file_offset_of(
+      std::span<const std::byte> range) const noexcept;
+
   /// `range` (bytes of bytes()) as bytes that may be viewed for as long as this object lives:
   /// `range` itself for a mapping, memory or a complete image; the same bytes of the mapping of
   /// an image_with_views(); nothing for an image with holes and no mapping (copy_out instead).
