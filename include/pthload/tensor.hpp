@@ -365,4 +365,14 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+/// Tensor::content_checksum() of each of `tensors` (none null), in order: the same values, and
+/// the exception the first tensor whose checksum fails would throw. Faster where many small
+/// tensors view a file: content_checksum() reads each with a pread of its own (100 000 tensors
+/// of an optimizer state: 100 000 system calls), where this reads the bytes of neighbouring
+/// storages together, in file order, up to 1 MiB a pread, through one buffer. A file that
+/// shrank since the load gives IoError, as content_checksum() does, never SIGBUS. Throws as
+/// content_checksum(), and std::bad_alloc.
+[[nodiscard]] PTHLOAD_API std::vector<std::uint64_t> content_checksums(
+    std::span<const Tensor* const> tensors);
+
 }  // namespace pthload

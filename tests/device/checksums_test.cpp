@@ -1,0 +1,160 @@
+// content_checksums(): the same values and errors as Tensor::content_checksum() asked of each
+// tensor in turn, whatever the placement, the order asked and the tensors' shapes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
+#include "pthload/records.hpp"
+#include "support/checkpoint_file.hpp"
+#include "support/pickle_writer.hpp"
+
+namespace {
+
+using pthload::test::PickleWriter;
+
+std::vector<const pthload::Tensor*> with_storages(const pthload::Checkpoint& checkpoint) {
+  std::vector<const pthload::Tensor*> tensors;
+  for (const auto& named : checkpoint.tensors())
+    if (named.tensor.has_storage()) tensors.push_back(&named.tensor);
+  return tensors;
+}
+
+std::vector<std::uint64_t> one_at_a_time(std::span<const pthload::Tensor* const> tensors) {
+  std::vector<std::uint64_t> checksums;
+  for (const pthload::Tensor* tensor : tensors)
+    checksums.push_back(tensor->content_checksum());
+  return checksums;
+}
+
+// `count` floats, distinct across the file: record `key` holds key * 1000 + 0, 1, 2...
+std::string floats_of(int key, int count) {
+  std::string data;
+  for (int e = 0; e < count; ++e) {
+    const auto value = static_cast<float>(key * 1000 + e);
+    data.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  return data;
+}
+
+// 2 000 small views over 500 storages of 8 floats (two elements at offsets 0-3, so tensors share
+// storages and start inside them), a strided view, an empty tensor, and one storage of 80 000
+// floats (320 KB: read on its own, past what one window batches).
+pthload::test::TempFile mixed_checkpoint() {
+  PickleWriter p;
+  p.empty_dict();
+  for (int i = 0; i < 2000; ++i) {
+    p.str("t" + std::to_string(i));
+    p.tensor_v2("FloatStorage", std::to_string(i % 500), 8, i % 4, {2}, {1});
+    p.setitem();
+  }
+  p.str("strided").tensor_v2("FloatStorage", "7", 8, 1, {3}, {2}).setitem();
+  p.str("empty").tensor_v2("FloatStorage", "8", 8, 0, {0}, {1}).setitem();
+  p.str("large").tensor_v2("FloatStorage", "500", 80'000, 0, {80'000}, {1}).setitem();
+  std::vector<pthload::test::zip_build::Record> records;
+  for (int key = 0; key < 500; ++key)
+    records.push_back({.name = "ck/data/" + std::to_string(key), .data = floats_of(key, 8)});
+  records.push_back({.name = "ck/data/500", .data = floats_of(500, 80'000)});
+  return pthload::test::checkpoint_file(p.stop().bytes(), records);
+}
+
+}  // namespace
+
+TEST_CASE("checksums: many small tensors hash as each asked alone, in the order asked") {
+  const auto file = mixed_checkpoint();
+  struct Placement {
+    const char* what;
+    pthload::LoadOptions options;
+  };
+  const Placement placements[] = {
+      {"views of the file", {}},
+      {"owned copies", {.copy_cpu_storages = true}},
+      {"io=read", {.io = pthload::IoStrategy::kRead}},
+  };
+  for (const auto& placement : placements) {
+    CAPTURE(placement.what);
+    const auto checkpoint = pthload::load(file.path(), placement.options);
+    auto tensors = with_storages(checkpoint);
+    REQUIRE(tensors.size() == 2003);
+    CHECK(pthload::content_checksums(tensors) == one_at_a_time(tensors));
+    // Out of file order: the values still come in the order asked.
+    std::reverse(tensors.begin(), tensors.end());
+    CHECK(pthload::content_checksums(tensors) == one_at_a_time(tensors));
+    // The same storage asked twice, and a single tensor.
+    tensors.push_back(tensors.front());
+    CHECK(pthload::content_checksums(tensors) == one_at_a_time(tensors));
+    CHECK(pthload::content_checksums(std::span(tensors).first(1)) ==
+          one_at_a_time(std::span(tensors).first(1)));
+  }
+  CHECK(pthload::content_checksums({}).empty());
+}
+
+TEST_CASE("checksums: a file that shrank after a view load fails as the first tensor asked does") {
+  const auto file = mixed_checkpoint();
+  const auto checkpoint = pthload::load(file.path());
+  const auto tensors = with_storages(checkpoint);
+  // Cut inside the small storages' records, in the middle of record 250: the tensors of the
+  // storages before it still read, and t250 is the first whose read fails when each is asked
+  // in turn, though the batch's one read of all 500 records fails as a whole.
+  std::uint64_t cut = 0;
+  for (const auto& record : pthload::list_records(file.path()))
+    if (record.name == "ck/data/250") cut = record.payload_offset + 4;
+  REQUIRE(cut != 0);
+  std::filesystem::resize_file(file.path(), cut);
+  std::string expected;
+  try {
+    (void)one_at_a_time(tensors);
+    FAIL("reading past the end of the shrunk file succeeded");
+  } catch (const pthload::IoError& e) {
+    CHECK(e.code() == pthload::Errc::kIoUnexpectedEof);
+    expected = e.what();
+    CHECK(expected.find("ck/data/250") != std::string::npos);
+  }
+  try {
+    (void)pthload::content_checksums(tensors);
+    FAIL("reading past the end of the shrunk file succeeded");
+  } catch (const pthload::IoError& e) {
+    CHECK(e.code() == pthload::Errc::kIoUnexpectedEof);
+    CHECK(std::string(e.what()) == expected);
+  }
+}
+
+TEST_SUITE("fixtures") {
+  TEST_CASE("checksums: every fixture's tensors hash as each asked alone") {
+    int files = 0;
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(PTHLOAD_FIXTURES_DIR "/torch")) {
+      if (!entry.is_regular_file() || entry.path().extension() != ".pt") continue;
+      CAPTURE(entry.path().string());
+      std::optional<pthload::Checkpoint> checkpoint;
+      try {
+        checkpoint.emplace(pthload::load(entry.path(), {.map_location = pthload::map_to("cpu")}));
+      } catch (const pthload::Error&) {
+        continue;  // the hostile fixtures: nothing loads, nothing to hash
+      }
+      const auto tensors = with_storages(*checkpoint);
+      std::string alone;
+      std::vector<std::uint64_t> expected;
+      try {
+        expected = one_at_a_time(tensors);
+      } catch (const pthload::Error& e) {
+        alone = e.what();
+      }
+      std::string together;
+      std::vector<std::uint64_t> checksums;
+      try {
+        checksums = pthload::content_checksums(tensors);
+      } catch (const pthload::Error& e) {
+        together = e.what();
+      }
+      CHECK(together == alone);
+      CHECK(checksums == expected);
+      ++files;
+    }
+    CHECK(files > 50);
+  }
+}
