@@ -102,9 +102,12 @@ std::uint64_t run_mode(std::string_view mode, const std::string& file, unsigned 
         file, {.map_location = cpu, .copy_cpu_storages = true, .parse_threads = parse_threads}));
   } else if (mode == "checksum") {
     keep.emplace(pthload::load(file, {.map_location = cpu, .parse_threads = parse_threads}));
-    std::uint64_t mix = 0;
+    std::vector<const pthload::Tensor*> hashed;
     for (const auto& named : keep->tensors())
-      if (named.tensor.has_storage()) mix ^= named.tensor.content_checksum();
+      if (named.tensor.has_storage()) hashed.push_back(&named.tensor);
+    std::uint64_t mix = 0;
+    for (const std::uint64_t checksum : pthload::content_checksums(hashed))
+      mix ^= checksum;
     std::fprintf(stderr, "checksums xor %016llx\n", static_cast<unsigned long long>(mix));
   } else if (mode == "cuda") {
     keep.emplace(pthload::load(file, {.map_location = pthload::map_to(pthload::Device::cuda(0)),
