@@ -287,6 +287,16 @@ PTHLOAD_API int pthload_tensor_copy(const pthload_tensor* tensor, void* buffer, 
  *  pthload_tensor_data when the tensor has no bytes on the CPU. */
 PTHLOAD_API int pthload_tensor_checksum(const pthload_tensor* tensor, uint64_t* out);
 
+/** Sets out[i] to what pthload_tensor_checksum gives the checkpoint's tensor first + i, for every
+ *  i < count (pthload::content_checksums): the same values, but the small tensors that view the
+ *  file are read together, in file order, one pread per MiB of neighbouring records rather than
+ *  one per tensor (100 000 tensors of an optimizer state). Fails as pthload_tensor_checksum fails
+ *  for the first tensor of the range that fails (out[] is then unspecified), and with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL checkpoint or `out` (with count > 0), or a range
+ *  that runs past pthload_checkpoint_tensor_count(). */
+PTHLOAD_API int pthload_checkpoint_checksums(const pthload_checkpoint* checkpoint, size_t first,
+                                             size_t count, uint64_t* out);
+
 struct DLManagedTensor;
 /** Exports the tensor as a DLPack (dlpack.h, version 0.6 and later) DLManagedTensor without
  *  copying its bytes: CPU tensors as kDLCPU, CUDA tensors as kDLCUDA. The result holds the

@@ -2,6 +2,7 @@
 // it into an Errc code plus this thread's last error, so no exception crosses into C.
 #include "pthload/pthload.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -470,6 +471,35 @@ int pthload_tensor_checksum(const pthload_tensor* tensor, uint64_t* out) {
     }
     cpu_data(named(tensor));  // throws the reason a tensor has no bytes here
     *out = named(tensor).tensor.content_checksum();
+  });
+}
+
+int pthload_checkpoint_checksums(const pthload_checkpoint* checkpoint, size_t first, size_t count,
+                                 uint64_t* out) {
+  return guarded([&] {
+    if (checkpoint == nullptr || (out == nullptr && count != 0)) {
+      throw_invalid_argument("the checkpoint or the output array is NULL");
+    }
+    const auto tensors = checkpoint->checkpoint.tensors();
+    if (first > tensors.size() || count > tensors.size() - first) {
+      throw_invalid_argument("tensors [" + std::to_string(first) + ", " + std::to_string(first) +
+                             " + " + std::to_string(count) + ") asked of a checkpoint of " +
+                             std::to_string(tensors.size()));
+    }
+    std::vector<const pthload::Tensor*> hashed;
+    hashed.reserve(count);
+    for (std::size_t i = first; i < first + count; ++i) {
+      try {
+        cpu_data(tensors[i]);  // throws the reason a tensor has no bytes here
+      } catch (...) {
+        // A tensor before this one whose read fails is the first to fail: its error comes first.
+        (void)pthload::content_checksums(hashed);
+        throw;
+      }
+      hashed.push_back(&tensors[i].tensor);
+    }
+    const std::vector<std::uint64_t> checksums = pthload::content_checksums(hashed);
+    std::copy(checksums.begin(), checksums.end(), out);
   });
 }
 

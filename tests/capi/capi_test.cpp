@@ -153,6 +153,41 @@ TEST_SUITE("fixtures") {
     }
   }
 
+  TEST_CASE("capi: checkpoint_checksums gives each tensor's checksum; it fails as they do") {
+    const auto checkpoint = load_cpu(fixture(kViews));
+    const std::size_t count = pthload_checkpoint_tensor_count(checkpoint.get());
+    REQUIRE(count > 2);
+    std::vector<std::uint64_t> each(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      REQUIRE(pthload_tensor_checksum(pthload_checkpoint_tensor(checkpoint.get(), i), &each[i]) ==
+              PTHLOAD_OK);
+    }
+    std::vector<std::uint64_t> together(count);
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), 0, count, together.data()) == PTHLOAD_OK);
+    CHECK(together == each);
+    std::vector<std::uint64_t> tail(count - 1);
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), 1, count - 1, tail.data()) == PTHLOAD_OK);
+    CHECK(tail == std::vector(each.begin() + 1, each.end()));
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), count, 0, nullptr) == PTHLOAD_OK);
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), 1, count, together.data()) ==
+          PTHLOAD_ERROR_INVALID_ARGUMENT);
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), 0, 1, nullptr) ==
+          PTHLOAD_ERROR_INVALID_ARGUMENT);
+    CHECK(pthload_checkpoint_checksums(nullptr, 0, 0, together.data()) ==
+          PTHLOAD_ERROR_INVALID_ARGUMENT);
+
+    // Opened, not loaded: the first tensor's reason, as pthload_tensor_checksum gives it.
+    pthload_checkpoint* raw = nullptr;
+    REQUIRE(pthload_open(fixture(kViews).c_str(), nullptr, &raw) == PTHLOAD_OK);
+    const CheckpointPtr opened(raw);
+    std::uint64_t one = 0;
+    const int alone = pthload_tensor_checksum(pthload_checkpoint_tensor(opened.get(), 0), &one);
+    CHECK(alone == static_cast<int>(pthload::Errc::kDeviceNotOnCpu));
+    const std::string message = pthload_last_error()->message;
+    CHECK(pthload_checkpoint_checksums(opened.get(), 0, count, together.data()) == alone);
+    CHECK(std::string(pthload_last_error()->message) == message);
+  }
+
   TEST_CASE("capi: find_tensor by name, and its error for a missing name") {
     const auto checkpoint = load_cpu(fixture(kViews));
     const pthload_tensor* found = nullptr;
