@@ -63,7 +63,15 @@ std::optional<BatchedRange> batched_range(const Tensor& tensor, std::size_t posi
 // neighbouring ranges of a file with one pread. False when a read failed: the caller then asks
 // each tensor, in order, so that the error is the one the first failing tensor gives.
 bool hash_ranges(std::span<const BatchedRange> ranges, std::vector<std::uint64_t>& checksums) {
-  common::AlignedBuffer window(kWindowBytes);
+  if (ranges.empty()) return true;
+  // Each read: the ranges [first, last) and the bytes from the first's offset to `end`.
+  struct Read {
+    std::size_t first;
+    std::size_t last;
+    std::uint64_t end;
+  };
+  std::vector<Read> reads;
+  std::uint64_t largest = 0;
   for (std::size_t first = 0; first < ranges.size();) {
     const BatchedRange& start = ranges[first];
     std::uint64_t end = start.offset + start.size;
@@ -74,18 +82,25 @@ bool hash_ranges(std::span<const BatchedRange> ranges, std::vector<std::uint64_t
       end = std::max(end, ranges[last].offset + ranges[last].size);
       ++last;
     }
-    const auto bytes = window.span().first(static_cast<std::size_t>(end - start.offset));
+    reads.push_back({first, last, end});
+    largest = std::max(largest, end - start.offset);
+    first = last;
+  }
+  // As large as the largest read: a few small tensors do not cost a MiB.
+  common::AlignedBuffer window(static_cast<std::size_t>(largest));
+  for (const Read& read : reads) {
+    const BatchedRange& start = ranges[read.first];
+    const auto bytes = window.span().first(static_cast<std::size_t>(read.end - start.offset));
     try {
       start.reader->read_at(start.offset, bytes);
     } catch (const IoError&) {
       return false;
     }
-    for (std::size_t i = first; i < last; ++i) {
+    for (std::size_t i = read.first; i < read.last; ++i) {
       const BatchedRange& range = ranges[i];
       checksums[range.tensor] =
           XXH3_64bits(bytes.data() + (range.offset - start.offset), range.size);
     }
-    first = last;
   }
   return true;
 }
