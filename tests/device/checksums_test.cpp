@@ -31,16 +31,6 @@ std::vector<std::uint64_t> one_at_a_time(std::span<const pthload::Tensor* const>
   return checksums;
 }
 
-// `count` floats, distinct across the file: record `key` holds key * 1000 + 0, 1, 2...
-std::string floats_of(int key, int count) {
-  std::string data;
-  for (int e = 0; e < count; ++e) {
-    const auto value = static_cast<float>(key * 1000 + e);
-    data.append(reinterpret_cast<const char*>(&value), sizeof value);
-  }
-  return data;
-}
-
 // 2 000 small views over 500 storages of 8 floats (two elements at offsets 0-3, so tensors share
 // storages and start inside them), a strided view, an empty tensor, and one storage of 80 000
 // floats (320 KB: read on its own, past what one window batches).
@@ -55,10 +45,12 @@ pthload::test::TempFile mixed_checkpoint() {
   p.str("strided").tensor_v2("FloatStorage", "7", 8, 1, {3}, {2}).setitem();
   p.str("empty").tensor_v2("FloatStorage", "8", 8, 0, {0}, {1}).setitem();
   p.str("large").tensor_v2("FloatStorage", "500", 80'000, 0, {80'000}, {1}).setitem();
+  // Record `key` holds key * 1000 + 0, 1, 2...: every float distinct across the file.
   std::vector<pthload::test::zip_build::Record> records;
   for (int key = 0; key < 500; ++key)
-    records.push_back({.name = "ck/data/" + std::to_string(key), .data = floats_of(key, 8)});
-  records.push_back({.name = "ck/data/500", .data = floats_of(500, 80'000)});
+    records.push_back({.name = "ck/data/" + std::to_string(key),
+                       .data = pthload::test::float_record(8, static_cast<float>(key * 1000))});
+  records.push_back({.name = "ck/data/500", .data = pthload::test::float_record(80'000, 500'000)});
   return pthload::test::checkpoint_file(p.stop().bytes(), records);
 }
 

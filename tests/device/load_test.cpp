@@ -399,12 +399,9 @@ TEST_CASE(
   p.str("padding").str(std::string(300'000, 'x')).setitem();
   std::vector<pthload::test::zip_build::Record> records;
   for (int key = 0; key < 1000; ++key) {
-    std::string data;  // 8 floats, distinct across the file
-    for (int e = 0; e < 8; ++e) {
-      const auto value = static_cast<float>(key * 8 + e);
-      data.append(reinterpret_cast<const char*>(&value), sizeof value);
-    }
-    records.push_back({.name = "ck/data/" + std::to_string(key), .data = data});
+    // 8 floats, distinct across the file
+    records.push_back({.name = "ck/data/" + std::to_string(key),
+                       .data = float_record(8, static_cast<float>(key * 8))});
   }
   const auto file = pthload::test::checkpoint_file(p.stop().bytes(), records);
   const auto reference = pthload::load(file.path(), {.copy_cpu_storages = true});

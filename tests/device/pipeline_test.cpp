@@ -36,9 +36,8 @@ namespace {
 
 // `count` float32 values from `next` on, one apart, as a record's bytes; `next` moves past them.
 std::string distinct_floats(int count, float& next) {
-  std::string data;
-  for (int e = 0; e < count; ++e, next += 1.0f)
-    data.append(reinterpret_cast<const char*>(&next), sizeof next);
+  std::string data = pthload::test::float_record(count, next);
+  next += static_cast<float>(count);
   return data;
 }
 

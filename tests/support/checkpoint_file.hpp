@@ -41,11 +41,12 @@ inline TempFile checkpoint_file(const std::string& data_pkl,
   return TempFile(zip_build::build(records).bytes);
 }
 
-/// `count` little-endian float32 values 0, 1, 2, ... as a record's bytes.
-inline std::string float_record(int count) {
+/// `count` little-endian float32 values first, first + 1, first + 2, ... as a record's bytes
+/// (exact while they stay below 2^24).
+inline std::string float_record(int count, float first = 0) {
   std::string bytes;
   for (int i = 0; i < count; ++i) {
-    const float value = static_cast<float>(i);
+    const float value = first + static_cast<float>(i);
     bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
   }
   return bytes;
