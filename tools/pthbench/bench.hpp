@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,12 @@ std::vector<double> time_runs(int repetitions, const std::function<void()>& body
 /// `NAME FILE: BYTES bytes, N runs, median X ms, min Y ms, Z MB/s` (MB/s only when bytes > 0).
 void report(std::string_view name, const std::string& file, std::size_t bytes,
             const std::vector<double>& ms);
+
+/// `once read-index`: what any load of a torch.save zip must read and do at least (the end
+/// records, central directory, local headers and data.pkl read as pthload reads them, the
+/// pickle's opcodes walked without values); returns the bytes read. Throws std::runtime_error
+/// for a file it cannot walk (not a zip, no data.pkl, a compressed one).
+std::uint64_t read_index_floor(const std::string& path);
 
 int bench_pickle(const Options& options);
 int bench_load(const Options& options);

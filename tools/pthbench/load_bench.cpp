@@ -93,6 +93,7 @@ std::uint64_t run_mode(std::string_view mode, const std::string& file, unsigned 
   const auto cpu = pthload::map_to("cpu");
   if (mode == "read-chunked") return read_chunked(file);
   if (mode == "read-fresh") return read_fresh(file);
+  if (mode == "read-index") return read_index_floor(file);
   if (mode == "open") {
     keep.emplace(pthload::open(file, {.parse_threads = parse_threads}));
   } else if (mode == "view") {
@@ -114,7 +115,8 @@ std::uint64_t run_mode(std::string_view mode, const std::string& file, unsigned 
                                       .parse_threads = parse_threads}));
   } else {
     throw std::runtime_error("unknown mode '" + std::string(mode) +
-                             "' (open, view, copy, checksum, cuda, read-chunked, read-fresh)");
+                             "' (open, view, copy, checksum, cuda, read-chunked, read-fresh, "
+                             "read-index)");
   }
   return tensor_bytes(*keep);
 }

@@ -23,8 +23,8 @@ const std::map<std::string, std::pair<Benchmark, std::string_view>>& benchmarks(
        {pthbench::bench_load, "FILE...  read once, open, load (views), load (copies) each file"}},
       {"once",
        {pthbench::bench_once,
-        "MODE FILE  one open|view|copy|checksum|cuda load or read-chunked|read-fresh, then "
-        "exit (for timing whole processes)"}},
+        "MODE FILE  one open|view|copy|checksum|cuda load or read-chunked|read-fresh|read-index, "
+        "then exit (for timing whole processes)"}},
       {"cuda",
        {pthbench::bench_cuda,
         "FILE...  file -> GPU GB/s beside the pinned ceiling of the same run (host backend "

@@ -1,0 +1,314 @@
+// `pthbench once read-index FILE`: the least a load of a torch.save zip can do, for the
+// comparison's ceilings (tools/bench_compare.py). It reads what every reader of the format must
+// read, as pthload reads it: the end records, the central directory and data.pkl with pread into
+// fresh memory, every record's local header through one reused 2 MiB window. It parses each
+// central directory header into a 40-byte entry, walks the pickle's opcodes once without making
+// a value, and writes one 64-byte record per persistent id (a storage reference). No value tree,
+// no names, no storages, no checks beyond staying inside the bytes read: a reader that gives its
+// caller tensors does all of this and more, so a load of a many-tensor file cannot beat it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace pthbench {
+namespace {
+
+constexpr std::uint32_t kEndSignature = 0x06054b50;
+constexpr std::uint32_t kZip64EndSignature = 0x06064b50;
+constexpr std::uint32_t kCentralSignature = 0x02014b50;
+constexpr std::size_t kTailBytes = 64 * 1024 + 22;
+constexpr std::size_t kWindowBytes = std::size_t{2} << 20;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error("read-index: " + what);
+}
+
+template <typename T>
+T load_le(const std::byte* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);  // x86-64 and aarch64 are little-endian
+  return value;
+}
+
+class File {
+ public:
+  explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) fail("cannot open " + path);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() { ::close(fd_); }
+  [[nodiscard]] std::uint64_t size() const {
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end < 0) fail("cannot seek");
+    return static_cast<std::uint64_t>(end);
+  }
+  // Up to `size` bytes at `offset`; returns how many (short only at the end of the file).
+  std::size_t read(std::byte* into, std::size_t size, std::uint64_t offset) {
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t got = ::pread(fd_, into + done, size - done, static_cast<off_t>(offset + done));
+      if (got <= 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    bytes_read += done;
+    return done;
+  }
+  std::uint64_t bytes_read = 0;
+
+ private:
+  int fd_;
+};
+
+struct Entry {
+  std::string_view name;
+  std::uint64_t local_header_offset;
+  std::uint64_t data_offset;
+  std::uint32_t size;
+  std::uint16_t method;
+};
+
+struct StorageReference {
+  std::uint64_t words[8];
+};
+
+struct Directory {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint64_t count = 0;
+};
+
+Directory find_directory(File& file, std::uint64_t file_size) {
+  const std::size_t tail_size =
+      static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kTailBytes));
+  std::vector<std::byte> tail(tail_size);
+  if (file.read(tail.data(), tail_size, file_size - tail_size) != tail_size) fail("short read");
+  for (std::size_t at = tail_size >= 22 ? tail_size - 22 + 1 : 0; at-- > 0;) {
+    if (load_le<std::uint32_t>(&tail[at]) != kEndSignature) continue;
+    Directory directory{.offset = load_le<std::uint32_t>(&tail[at + 16]),
+                        .size = load_le<std::uint32_t>(&tail[at + 12]),
+                        .count = load_le<std::uint16_t>(&tail[at + 10])};
+    // The zip64 locator (20 bytes) just before, and the zip64 end record it points to.
+    if (at >= 20 && load_le<std::uint32_t>(&tail[at - 20]) == 0x07064b50) {
+      std::byte record[56];
+      const auto record_offset = load_le<std::uint64_t>(&tail[at - 20 + 8]);
+      if (file.read(record, sizeof record, record_offset) != sizeof record ||
+          load_le<std::uint32_t>(record) != kZip64EndSignature) {
+        fail("bad zip64 end record");
+      }
+      directory = {.offset = load_le<std::uint64_t>(record + 48),
+                   .size = load_le<std::uint64_t>(record + 40),
+                   .count = load_le<std::uint64_t>(record + 32)};
+    }
+    if (directory.offset > file_size || directory.size > file_size - directory.offset) {
+      fail("central directory outside the file");
+    }
+    return directory;
+  }
+  fail("not a zip file (no end record)");
+}
+
+// The entries, and the directory's bytes their names view (as pthload's image keeps them).
+struct Index {
+  std::unique_ptr<std::byte[]> directory;
+  std::vector<Entry> entries;
+};
+
+Index read_index(File& file, const Directory& directory) {
+  Index index{.directory = std::make_unique_for_overwrite<std::byte[]>(directory.size)};
+  const std::byte* bytes = index.directory.get();
+  if (file.read(index.directory.get(), directory.size, directory.offset) != directory.size) {
+    fail("short central directory");
+  }
+  std::vector<Entry>& entries = index.entries;
+  entries.reserve(std::min<std::uint64_t>(directory.count, directory.size / 46));
+  for (std::size_t at = 0; at + 46 <= directory.size;) {
+    const std::byte* header = bytes + at;
+    if (load_le<std::uint32_t>(header) != kCentralSignature) fail("bad central header");
+    const std::size_t name_size = load_le<std::uint16_t>(header + 28);
+    const std::size_t size =
+        46 + name_size + load_le<std::uint16_t>(header + 30) + load_le<std::uint16_t>(header + 32);
+    if (size > directory.size - at) fail("central header past the directory");
+    // Zip64 sizes are not resolved: data.pkl, the one record read, is far below 4 GiB.
+    entries.push_back({.name = {reinterpret_cast<const char*>(header + 46), name_size},
+                       .local_header_offset = load_le<std::uint32_t>(header + 42),
+                       .data_offset = 0,
+                       .size = load_le<std::uint32_t>(header + 24),
+                       .method = load_le<std::uint16_t>(header + 10)});
+    at += size;
+  }
+  // Every local header through one reused window, as pthload resolves records: headers less than
+  // 64 KiB apart are read together (up to 2 MiB a read), a lone one with 4 KiB after it.
+  constexpr std::uint64_t kMergeGap = 64 * 1024;
+  constexpr std::uint64_t kHeaderSlack = 4096;
+  std::vector<std::uint64_t> run_end(entries.size());
+  for (std::size_t i = entries.size(); i-- > 0;) {
+    const std::uint64_t offset = entries[i].local_header_offset;
+    const bool joins_next = i + 1 < entries.size() &&
+                            entries[i + 1].local_header_offset >= offset &&
+                            entries[i + 1].local_header_offset - offset <= kMergeGap;
+    run_end[i] = joins_next ? run_end[i + 1] : offset + kHeaderSlack;
+  }
+  const auto window = std::make_unique_for_overwrite<std::byte[]>(kWindowBytes);
+  std::uint64_t window_offset = 0;
+  std::size_t window_size = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::uint64_t at = entries[i].local_header_offset;
+    if (at < window_offset || at + 30 > window_offset + window_size) {
+      window_offset = at;
+      const std::uint64_t wanted = std::clamp<std::uint64_t>(run_end[i] - at, 30, kWindowBytes);
+      window_size = file.read(window.get(), static_cast<std::size_t>(wanted), at);
+      if (window_size < 30) fail("local header past the end of the file");
+    }
+    const std::byte* header = window.get() + (at - window_offset);
+    entries[i].data_offset =
+        at + 30 + load_le<std::uint16_t>(header + 26) + load_le<std::uint16_t>(header + 28);
+  }
+  return index;
+}
+
+// The bytes of each opcode's argument; kLine: up to a newline, kTwoLines: two of them; kSized1/4/8:
+// a length of that many bytes, then that many.
+enum : std::uint8_t { kNone = 0, kLine = 100, kTwoLines, kSized1, kSized4, kSized8, kUnknown };
+
+struct OpcodeTable {
+  std::uint8_t argument[256];
+  constexpr OpcodeTable() : argument() {
+    for (auto& a : argument)
+      a = kUnknown;
+    set("(.012NRQabde}lost)u]\x85\x86\x87\x88\x89\x81\x8f\x90\x91\x92\x93\x94\x97\x98", kNone);
+    set("FILSVgpP", kLine);
+    set("ci", kTwoLines);
+    set("Khq\x80\x82", 1);
+    set("M\x83", 2);
+    set("Jjr\x84", 4);
+    set("G\x95", 8);  // FRAME: its length is not needed to walk the opcodes inside
+    set("UC\x8c\x8a", kSized1);
+    set("TXB\x8b", kSized4);
+    set("\x8d\x8e\x96", kSized8);
+  }
+  constexpr void set(std::string_view opcodes, std::uint8_t value) {
+    for (const char op : opcodes)
+      argument[static_cast<std::uint8_t>(op)] = value;
+  }
+};
+constexpr OpcodeTable kOpcodes;
+
+// The end of the argument of opcode `op`, which starts at `at`; nullptr where it would run past
+// `end`, or where `op` is no opcode.
+const std::byte* argument_end(std::uint8_t op, const std::byte* at, const std::byte* end) {
+  const auto left = static_cast<std::uint64_t>(end - at);
+  const auto sized = [&](std::uint64_t length_bytes, std::uint64_t length) -> const std::byte* {
+    return length <= left - length_bytes ? at + length_bytes + length : nullptr;
+  };
+  switch (const std::uint8_t argument = kOpcodes.argument[op]) {
+    case kLine: {
+      const void* newline = std::memchr(at, '\n', left);
+      return newline != nullptr ? static_cast<const std::byte*>(newline) + 1 : nullptr;
+    }
+    case kTwoLines: {
+      const std::byte* first = argument_end('g', at, end);
+      return first != nullptr ? argument_end('g', first, end) : nullptr;
+    }
+    case kSized1:
+      return left >= 1 ? sized(1, static_cast<std::uint8_t>(*at)) : nullptr;
+    case kSized4:
+      return left >= 4 ? sized(4, load_le<std::uint32_t>(at)) : nullptr;
+    case kSized8:
+      return left >= 8 ? sized(8, load_le<std::uint64_t>(at)) : nullptr;
+    case kUnknown:
+      return nullptr;
+    default:
+      return argument <= left ? at + argument : nullptr;
+  }
+}
+
+// Walks the opcodes to STOP; one record per persistent id. The opcodes of a torch.save pickle
+// have cases of their own, the rest go through the table.
+void walk_pickle(std::span<const std::byte> pickle, std::vector<StorageReference>& made) {
+  const std::byte* at = pickle.data();
+  const std::byte* const end = at + pickle.size();
+  while (at < end) {
+    const auto op = static_cast<std::uint8_t>(*at++);
+    const auto left = static_cast<std::size_t>(end - at);
+    switch (op) {
+      case 'q':
+      case 'h':
+      case 'K':  // BINPUT BINGET BININT1
+        if (left < 1) fail("opcode argument past the pickle");
+        at += 1;
+        continue;
+      case 'X': {  // BINUNICODE
+        if (left < 4 || load_le<std::uint32_t>(at) > left - 4) fail("string past the pickle");
+        at += 4 + load_le<std::uint32_t>(at);
+        continue;
+      }
+      case '(':
+      case ')':
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 'R':
+      case 0x89:
+      case 'u':
+      case '}':
+        continue;
+      case 'Q':  // BINPERSID
+        made.push_back({{made.size(), static_cast<std::uint64_t>(at - pickle.data())}});
+        continue;
+      case '.':
+        return;
+      default: {
+        if (op == 'P') {
+          made.push_back({{made.size(), static_cast<std::uint64_t>(at - pickle.data())}});
+        }
+        at = argument_end(op, at, end);
+        if (at == nullptr) fail("unknown opcode, or an argument past the pickle");
+      }
+    }
+  }
+  fail("no STOP");
+}
+
+}  // namespace
+
+std::uint64_t read_index_floor(const std::string& path) {
+  File file(path);
+  const std::uint64_t file_size = file.size();
+  const Directory directory = find_directory(file, file_size);
+  const Index index = read_index(file, directory);
+  const std::vector<Entry>& entries = index.entries;
+  const auto pickle_entry = std::find_if(entries.begin(), entries.end(), [](const Entry& e) {
+    return e.name.size() >= 9 && e.name.substr(e.name.size() - 9) == "/data.pkl";
+  });
+  if (pickle_entry == entries.end()) fail("no data.pkl record");
+  if (pickle_entry->method != 0) fail("data.pkl is compressed");
+  const std::size_t pickle_size = pickle_entry->size;
+  if (pickle_entry->data_offset > file_size ||
+      pickle_size > file_size - pickle_entry->data_offset) {
+    fail("data.pkl past the end of the file");
+  }
+  const auto pickle = std::make_unique_for_overwrite<std::byte[]>(pickle_size);
+  if (file.read(pickle.get(), pickle_size, pickle_entry->data_offset) != pickle_size) {
+    fail("short data.pkl");
+  }
+  std::vector<StorageReference> made;
+  made.reserve(entries.size());
+  walk_pickle({pickle.get(), pickle_size}, made);
+  return file.bytes_read;
+}
+
+}  // namespace pthbench
