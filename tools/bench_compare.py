@@ -29,7 +29,11 @@ What it does, from a fresh clone:
      can write /proc/sys/vm/drop_caches, which it is asked to do before each cold run.
   5. The ceilings of the machine in the same run: the file read once in 1 MiB chunks into one
      reused buffer (copy bandwidth), the same into one fresh buffer of the file's size (page
-     faults included), and on a GPU a pinned host-to-device copy of the file's size.
+     faults included), and on a GPU a pinned host-to-device copy of the file's size. For a zip
+     checkpoint, the floor of any load of it (`pthbench once read-index`): its end records,
+     central directory, local headers and data.pkl read as pthload reads them, the pickle's
+     opcodes walked once without making values. A file of many small tensors is bound by this,
+     not by bandwidth; the summary says how far the view load is above it.
 
 The table gives time (median; "in-proc": pthload's own clock around the load inside its
 process), CPU ms (user + system of every thread: pthload's whole process from wait4, torch's call
@@ -173,6 +177,8 @@ CEILINGS = [
      "ceiling: copy bandwidth from the page cache"),
     ("read into one fresh buffer", "pthload", "read-fresh", "copy",
      "ceiling: the same, page faults of fresh memory included"),
+    ("read index, walk opcodes", "pthload", "read-index", "view",
+     "floor of a zip load: end records, directory, local headers, data.pkl; no values"),
 ]
 CUDA_CEILING = [("pinned H2D copy", "torch", "h2d-cuda", "cuda",
                  "ceiling: pinned host buffer of the file's size to cuda:0")]
@@ -359,7 +365,10 @@ def run_file(label, path, st, args, tools, gpu, cold):
         except RuntimeError as e:
             log(f"skip: {name} on {label}: {str(e).strip().splitlines()[-1]}")
             continue
-        bytes_moved = os.path.getsize(target) if mode.startswith(("read", "h2d")) else nbytes
+        # read-index reads the file's structure, not its tensors: like the loads, it is given
+        # the tensor bytes.
+        whole_file = mode.startswith(("read", "h2d")) and mode != "read-index"
+        bytes_moved = os.path.getsize(target) if whole_file else nbytes
         row.update(name=name, mode=mode, what=what, against=against, bytes=bytes_moved,
                    gbps=bytes_moved / 1e9 / (row["ms"] / 1e3) if row["ms"] > 0 else None)
         results.append(row)
@@ -412,6 +421,14 @@ def summary(table, baseline_kib=None):
                            else f"- ({m})" for m, r in loads)
         lines.append(f"faster torch.load without mmap ({fastest['name']}, {fastest['ms']:.1f} ms) "
                      f"{times}; in CPU time (pthload's whole process, torch's call) {cpu}")
+    if "view" in rows and "read-index" in rows:
+        floor = rows["read-index"]
+        line = (f"view load / index floor (what any load of the zip must read and walk, "
+                f"{floor['ms']:.1f} ms) = {rows['view']['ms'] / floor['ms']:.2f}x")
+        if torch_modes:
+            fastest = min(torch_modes, key=lambda r: r["ms"])
+            line += f"; the floor is {fastest['ms'] / floor['ms']:.0f}x the faster torch.load"
+        lines.append(line)
     if "copy" in rows and "read-chunked" in rows:
         lines.append(f"copy load / chunked read-once = "
                      f"{rows['copy']['ms'] / rows['read-chunked']['ms']:.2f}x (in-process: "
@@ -490,7 +507,8 @@ def main():
     parser.add_argument("--rows", metavar="REGEX",
                         help="only the loaders whose mode matches (open, view, copy, checksum, "
                              "cuda, torch, torch-wo, torch-mmap, torch-mmap-wo, torch-cuda, "
-                             "safetensors, safetensors-cuda, read-chunked, read-fresh, h2d-cuda)")
+                             "safetensors, safetensors-cuda, read-chunked, read-fresh, read-index, "
+                             "h2d-cuda)")
     parser.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
     parser.add_argument("--save", metavar="FILE", help="also write the JSON to FILE")
     args = parser.parse_args()

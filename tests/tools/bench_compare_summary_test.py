@@ -52,6 +52,16 @@ check(not any(line.startswith("faster") for line in summary(torch, torch_wo)),
       "no pthload load: no speed line")
 check(not any(line.startswith("faster") for line in summary(view)), "no torch row: no speed line")
 
+floor = row("read-index", 20.0, 19.0)
+lines = summary(torch, torch_wo, view, floor)
+floors = [line for line in lines if line.startswith("view load / index floor")]
+check(floors and "20.0 ms) = 3.00x" in floors[0], f"view over the floor: {floors}")
+check(floors and "the floor is 150x the faster torch.load" in floors[0], f"floor/torch: {floors}")
+check(not any(line.startswith("view load / index floor") for line in summary(torch, floor)),
+      "no view load: no floor line")
+floors = [line for line in summary(view, floor) if line.startswith("view load / index floor")]
+check(floors and "torch" not in floors[0], f"no torch row: the floor line alone: {floors}")
+
 for failure in failures:
     print(f"FAIL: {failure}")
 sys.exit(1 if failures else 0)
