@@ -36,7 +36,7 @@ def stored_pickle(path):
 zips, others = [], []
 for folder, _, names in os.walk(fixtures):
     for name in sorted(names):
-        if name.endswith(".pt"):
+        if name.endswith((".pt", ".zip")):
             path = os.path.join(folder, name)
             (zips if zipfile.is_zipfile(path) and stored_pickle(path) else others).append(path)
 check(len(zips) > 50, f"only {len(zips)} zip fixtures found under {fixtures}")

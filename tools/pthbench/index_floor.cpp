@@ -2,7 +2,7 @@
 // comparison's ceilings (tools/bench_compare.py). It reads what every reader of the format must
 // read, as pthload reads it: the end records, the central directory and data.pkl with pread into
 // fresh memory, every record's local header through one reused 2 MiB window. It parses each
-// central directory header into a 40-byte entry, walks the pickle's opcodes once without making
+// central directory header into a 48-byte entry, walks the pickle's opcodes once without making
 // a value, and writes one 64-byte record per persistent id (a storage reference). No value tree,
 // no names, no storages, no checks beyond staying inside the bytes read: a reader that gives its
 // caller tensors does all of this and more, so a load of a many-tensor file cannot beat it.
@@ -76,7 +76,7 @@ struct Entry {
   std::string_view name;
   std::uint64_t local_header_offset;
   std::uint64_t data_offset;
-  std::uint32_t size;
+  std::uint64_t size;
   std::uint16_t method;
 };
 
@@ -120,6 +120,35 @@ Directory find_directory(File& file, std::uint64_t file_size) {
   fail("not a zip file (no end record)");
 }
 
+// Past 4 GiB, torch's writer saturates a header's size and offset fields and puts the values in
+// a zip64 extra field (id 1), in the order uncompressed size, compressed size, offset: only
+// those saturated are there.
+void resolve_zip64(Entry& entry, const std::byte* header, std::span<const std::byte> extra) {
+  constexpr std::uint32_t kSaturated = 0xffffffff;
+  const bool size_saturated = load_le<std::uint32_t>(header + 24) == kSaturated;
+  const bool compressed_saturated = load_le<std::uint32_t>(header + 20) == kSaturated;
+  const bool offset_saturated = load_le<std::uint32_t>(header + 42) == kSaturated;
+  if (!size_saturated && !compressed_saturated && !offset_saturated) return;
+  for (std::size_t at = 0; at + 4 <= extra.size();) {
+    const std::size_t field_size = load_le<std::uint16_t>(&extra[at + 2]);
+    if (field_size > extra.size() - at - 4) break;
+    if (load_le<std::uint16_t>(&extra[at]) == 1) {
+      std::size_t next = at + 4;
+      const auto take = [&]() -> std::uint64_t {
+        if (next + 8 > at + 4 + field_size) fail("zip64 extra field too short");
+        next += 8;
+        return load_le<std::uint64_t>(&extra[next - 8]);
+      };
+      if (size_saturated) entry.size = take();
+      if (compressed_saturated) (void)take();
+      if (offset_saturated) entry.local_header_offset = take();
+      return;
+    }
+    at += 4 + field_size;
+  }
+  fail("saturated size or offset without a zip64 extra field");
+}
+
 // The entries, and the directory's bytes their names view (as pthload's image keeps them).
 struct Index {
   std::unique_ptr<std::byte[]> directory;
@@ -141,12 +170,13 @@ Index read_index(File& file, const Directory& directory) {
     const std::size_t size =
         46 + name_size + load_le<std::uint16_t>(header + 30) + load_le<std::uint16_t>(header + 32);
     if (size > directory.size - at) fail("central header past the directory");
-    // Zip64 sizes are not resolved: data.pkl, the one record read, is far below 4 GiB.
-    entries.push_back({.name = {reinterpret_cast<const char*>(header + 46), name_size},
-                       .local_header_offset = load_le<std::uint32_t>(header + 42),
-                       .data_offset = 0,
-                       .size = load_le<std::uint32_t>(header + 24),
-                       .method = load_le<std::uint16_t>(header + 10)});
+    Entry entry{.name = {reinterpret_cast<const char*>(header + 46), name_size},
+                .local_header_offset = load_le<std::uint32_t>(header + 42),
+                .data_offset = 0,
+                .size = load_le<std::uint32_t>(header + 24),
+                .method = load_le<std::uint16_t>(header + 10)};
+    resolve_zip64(entry, header, {header + 46 + name_size, load_le<std::uint16_t>(header + 30)});
+    entries.push_back(entry);
     at += size;
   }
   // Every local header through one reused window, as pthload resolves records: headers less than
