@@ -4,8 +4,10 @@
 // fresh memory, every record's local header through one reused 2 MiB window. It parses each
 // central directory header into a 48-byte entry, walks the pickle's opcodes once without making
 // a value, and writes one 64-byte record per persistent id (a storage reference). No value tree,
-// no names, no storages, no checks beyond staying inside the bytes read: a reader that gives its
-// caller tensors does all of this and more, so a load of a many-tensor file cannot beat it.
+// no names, no storages, no checks beyond staying inside the bytes read: a reader that reads the
+// file this way (never through the mapping, so that a file that shrinks gives an error, not
+// SIGBUS) and gives its caller tensors does all of this and more, so its load of a many-tensor
+// file cannot beat this.
 #include <fcntl.h>
 #include <unistd.h>
 
