@@ -269,7 +269,27 @@ const std::byte* argument_end(std::uint8_t op, const std::byte* at, const std::b
 
 // Walks the opcodes to STOP; one record per persistent id. The opcodes of a torch.save pickle
 // have cases of their own, the rest go through the table.
-void walk_pickle(std::span<const std::byte> pickle, std::vector<StorageReference>& made) {
+// The records of the persistent ids: one each, in room for one per zip entry (what the file paid
+// for), the oldest overwritten beyond that, so that a pickle of a million BINPERSIDs and a few
+// records does not make a million records.
+class StorageReferences {
+ public:
+  explicit StorageReferences(std::size_t capacity) { records_.reserve(capacity); }
+  void add(std::uint64_t pickle_offset) {
+    const StorageReference record{{count_++, pickle_offset}};
+    if (records_.size() < records_.capacity()) {
+      records_.push_back(record);
+    } else if (!records_.empty()) {
+      records_[count_ % records_.size()] = record;
+    }
+  }
+
+ private:
+  std::vector<StorageReference> records_;
+  std::uint64_t count_ = 0;
+};
+
+void walk_pickle(std::span<const std::byte> pickle, StorageReferences& made) {
   const std::byte* at = pickle.data();
   const std::byte* const end = at + pickle.size();
   while (at < end) {
@@ -299,13 +319,13 @@ void walk_pickle(std::span<const std::byte> pickle, std::vector<StorageReference
       case '}':
         continue;
       case 'Q':  // BINPERSID
-        made.push_back({{made.size(), static_cast<std::uint64_t>(at - pickle.data())}});
+        made.add(static_cast<std::uint64_t>(at - pickle.data()));
         continue;
       case '.':
         return;
       default: {
         if (op == 'P') {
-          made.push_back({{made.size(), static_cast<std::uint64_t>(at - pickle.data())}});
+          made.add(static_cast<std::uint64_t>(at - pickle.data()));
         }
         at = argument_end(op, at, end);
         if (at == nullptr) fail("unknown opcode, or an argument past the pickle");
@@ -337,8 +357,7 @@ std::uint64_t read_index_floor(const std::string& path) {
   if (file.read(pickle.get(), pickle_size, pickle_entry->data_offset) != pickle_size) {
     fail("short data.pkl");
   }
-  std::vector<StorageReference> made;
-  made.reserve(entries.size());
+  StorageReferences made(entries.size());
   walk_pickle({pickle.get(), pickle_size}, made);
   return file.bytes_read;
 }
