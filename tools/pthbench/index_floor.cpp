@@ -23,25 +23,33 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "common/byte_reader.hpp"
+#include "zip/signatures.hpp"
 
 namespace pthbench {
 namespace {
 
-constexpr std::uint32_t kEndSignature = 0x06054b50;
-constexpr std::uint32_t kZip64EndSignature = 0x06064b50;
-constexpr std::uint32_t kCentralSignature = 0x02014b50;
-constexpr std::size_t kTailBytes = 64 * 1024 + 22;
+// The zip layer's sizes and signatures and its little-endian loads: names and inline reads, none
+// of the reader's work, so the floor stays a floor.
+using pthload::common::load_le;
+using pthload::zip::kCentralHeaderSignature;
+using pthload::zip::kCentralHeaderSize;
+using pthload::zip::kEndRecordSignature;
+using pthload::zip::kEndRecordSize;
+using pthload::zip::kLocalHeaderSize;
+using pthload::zip::kMaxCommentSize;
+using pthload::zip::kSaturated32;
+using pthload::zip::kZip64EndRecordMinSize;
+using pthload::zip::kZip64EndRecordSignature;
+using pthload::zip::kZip64ExtraId;
+using pthload::zip::kZip64LocatorSignature;
+using pthload::zip::kZip64LocatorSize;
+
+constexpr std::uint64_t kTailBytes = kMaxCommentSize + kEndRecordSize;
 constexpr std::size_t kWindowBytes = std::size_t{2} << 20;
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error("read-index: " + what);
-}
-
-template <typename T>
-T load_le(const std::byte* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);  // x86-64 and aarch64 are little-endian
-  return value;
 }
 
 class File {
@@ -97,17 +105,19 @@ Directory find_directory(File& file, std::uint64_t file_size) {
       static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kTailBytes));
   std::vector<std::byte> tail(tail_size);
   if (file.read(tail.data(), tail_size, file_size - tail_size) != tail_size) fail("short read");
-  for (std::size_t at = tail_size >= 22 ? tail_size - 22 + 1 : 0; at-- > 0;) {
-    if (load_le<std::uint32_t>(&tail[at]) != kEndSignature) continue;
+  for (std::size_t at = tail_size >= kEndRecordSize ? tail_size - kEndRecordSize + 1 : 0;
+       at-- > 0;) {
+    if (load_le<std::uint32_t>(&tail[at]) != kEndRecordSignature) continue;
     Directory directory{.offset = load_le<std::uint32_t>(&tail[at + 16]),
                         .size = load_le<std::uint32_t>(&tail[at + 12]),
                         .count = load_le<std::uint16_t>(&tail[at + 10])};
-    // The zip64 locator (20 bytes) just before, and the zip64 end record it points to.
-    if (at >= 20 && load_le<std::uint32_t>(&tail[at - 20]) == 0x07064b50) {
-      std::byte record[56];
-      const auto record_offset = load_le<std::uint64_t>(&tail[at - 20 + 8]);
+    // The zip64 locator just before, and the zip64 end record it points to.
+    if (at >= kZip64LocatorSize &&
+        load_le<std::uint32_t>(&tail[at - kZip64LocatorSize]) == kZip64LocatorSignature) {
+      std::byte record[kZip64EndRecordMinSize];
+      const auto record_offset = load_le<std::uint64_t>(&tail[at - kZip64LocatorSize + 8]);
       if (file.read(record, sizeof record, record_offset) != sizeof record ||
-          load_le<std::uint32_t>(record) != kZip64EndSignature) {
+          load_le<std::uint32_t>(record) != kZip64EndRecordSignature) {
         fail("bad zip64 end record");
       }
       directory = {.offset = load_le<std::uint64_t>(record + 48),
@@ -126,15 +136,14 @@ Directory find_directory(File& file, std::uint64_t file_size) {
 // a zip64 extra field (id 1), in the order uncompressed size, compressed size, offset: only
 // those saturated are there.
 void resolve_zip64(Entry& entry, const std::byte* header, std::span<const std::byte> extra) {
-  constexpr std::uint32_t kSaturated = 0xffffffff;
-  const bool size_saturated = load_le<std::uint32_t>(header + 24) == kSaturated;
-  const bool compressed_saturated = load_le<std::uint32_t>(header + 20) == kSaturated;
-  const bool offset_saturated = load_le<std::uint32_t>(header + 42) == kSaturated;
+  const bool size_saturated = load_le<std::uint32_t>(header + 24) == kSaturated32;
+  const bool compressed_saturated = load_le<std::uint32_t>(header + 20) == kSaturated32;
+  const bool offset_saturated = load_le<std::uint32_t>(header + 42) == kSaturated32;
   if (!size_saturated && !compressed_saturated && !offset_saturated) return;
   for (std::size_t at = 0; at + 4 <= extra.size();) {
     const std::size_t field_size = load_le<std::uint16_t>(&extra[at + 2]);
     if (field_size > extra.size() - at - 4) break;
-    if (load_le<std::uint16_t>(&extra[at]) == 1) {
+    if (load_le<std::uint16_t>(&extra[at]) == kZip64ExtraId) {
       std::size_t next = at + 4;
       const auto take = [&]() -> std::uint64_t {
         if (next + 8 > at + 4 + field_size) fail("zip64 extra field too short");
@@ -164,20 +173,22 @@ Index read_index(File& file, const Directory& directory) {
     fail("short central directory");
   }
   std::vector<Entry>& entries = index.entries;
-  entries.reserve(std::min<std::uint64_t>(directory.count, directory.size / 46));
-  for (std::size_t at = 0; at + 46 <= directory.size;) {
+  entries.reserve(std::min(directory.count, directory.size / kCentralHeaderSize));
+  for (std::size_t at = 0; at + kCentralHeaderSize <= directory.size;) {
     const std::byte* header = bytes + at;
-    if (load_le<std::uint32_t>(header) != kCentralSignature) fail("bad central header");
+    if (load_le<std::uint32_t>(header) != kCentralHeaderSignature) fail("bad central header");
     const std::size_t name_size = load_le<std::uint16_t>(header + 28);
+    const std::size_t extra_size = load_le<std::uint16_t>(header + 30);
     const std::size_t size =
-        46 + name_size + load_le<std::uint16_t>(header + 30) + load_le<std::uint16_t>(header + 32);
+        kCentralHeaderSize + name_size + extra_size + load_le<std::uint16_t>(header + 32);
     if (size > directory.size - at) fail("central header past the directory");
-    Entry entry{.name = {reinterpret_cast<const char*>(header + 46), name_size},
+    const std::byte* name = header + kCentralHeaderSize;
+    Entry entry{.name = {reinterpret_cast<const char*>(name), name_size},
                 .local_header_offset = load_le<std::uint32_t>(header + 42),
                 .data_offset = 0,
                 .size = load_le<std::uint32_t>(header + 24),
                 .method = load_le<std::uint16_t>(header + 10)};
-    resolve_zip64(entry, header, {header + 46 + name_size, load_le<std::uint16_t>(header + 30)});
+    resolve_zip64(entry, header, {name + name_size, extra_size});
     entries.push_back(entry);
     at += size;
   }
@@ -198,15 +209,16 @@ Index read_index(File& file, const Directory& directory) {
   std::size_t window_size = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const std::uint64_t at = entries[i].local_header_offset;
-    if (at < window_offset || at + 30 > window_offset + window_size) {
+    if (at < window_offset || at + kLocalHeaderSize > window_offset + window_size) {
       window_offset = at;
-      const std::uint64_t wanted = std::clamp<std::uint64_t>(run_end[i] - at, 30, kWindowBytes);
+      const std::uint64_t wanted =
+          std::clamp<std::uint64_t>(run_end[i] - at, kLocalHeaderSize, kWindowBytes);
       window_size = file.read(window.get(), static_cast<std::size_t>(wanted), at);
-      if (window_size < 30) fail("local header past the end of the file");
+      if (window_size < kLocalHeaderSize) fail("local header past the end of the file");
     }
     const std::byte* header = window.get() + (at - window_offset);
-    entries[i].data_offset =
-        at + 30 + load_le<std::uint16_t>(header + 26) + load_le<std::uint16_t>(header + 28);
+    entries[i].data_offset = at + kLocalHeaderSize + load_le<std::uint16_t>(header + 26) +
+                             load_le<std::uint16_t>(header + 28);
   }
   return index;
 }
@@ -267,8 +279,6 @@ const std::byte* argument_end(std::uint8_t op, const std::byte* at, const std::b
   }
 }
 
-// Walks the opcodes to STOP; one record per persistent id. The opcodes of a torch.save pickle
-// have cases of their own, the rest go through the table.
 // The records of the persistent ids: one each, in room for one per zip entry (what the file paid
 // for), the oldest overwritten beyond that, so that a pickle of a million BINPERSIDs and a few
 // records does not make a million records.
@@ -289,6 +299,8 @@ class StorageReferences {
   std::uint64_t count_ = 0;
 };
 
+// Walks the opcodes to STOP; one record per persistent id. The opcodes of a torch.save pickle
+// have cases of their own, the rest go through the table.
 void walk_pickle(std::span<const std::byte> pickle, StorageReferences& made) {
   const std::byte* at = pickle.data();
   const std::byte* const end = at + pickle.size();
