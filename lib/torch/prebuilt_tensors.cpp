@@ -108,9 +108,9 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     calls_data_ = calls_.data();
     list_data_ = list_.data();
     // A list of its own mapping (common::LargeArrayAllocator: 2 MiB aligned, and no other
-    // object's bytes) is faulted in, as huge pages where they are cheap, ahead of the worker by
-    // this thread, which has time to spare while the worker has none: rebuilding a tensor costs
-    // more than making its call.
+    // object's bytes) is faulted in ahead of the worker by this thread, as huge pages where they
+    // are cheap and in 4 KiB pages elsewhere: this thread has time to spare while the worker has
+    // none, since rebuilding a tensor costs more than making its call.
     const std::size_t list_bytes = list_.capacity() * sizeof(NamedTensor);
     if (list_bytes >= common::kLargeArrayBytes) {
       list_reserved_end_ = reinterpret_cast<std::byte*>(list_.data()) + list_bytes;
@@ -185,10 +185,13 @@ void PrebuiltTensors::populate_list_ahead() noexcept {
   const auto step_end = (reinterpret_cast<std::uintptr_t>(wanted) + common::kHugePageBytes - 1) &
                         ~std::uintptr_t{common::kHugePageBytes - 1};
   std::byte* end = std::min(reinterpret_cast<std::byte*>(step_end), list_reserved_end_);
-  if (!common::fault_in_huge_pages(list_populated_,
-                                   static_cast<std::size_t>(end - list_populated_))) {
-    // Huge pages are dear here, or the kernel is older: the worker faults the list in as it
-    // fills it.
+  const auto step = static_cast<std::size_t>(end - list_populated_);
+  // Where huge pages are dear, or the range is left to small pages (a host that takes back free
+  // memory), the step is faulted in all the same, in 4 KiB pages: they cost the worker as much
+  // to fault as this thread, and the worker has no time to spare. Only a kernel that cannot
+  // populate leaves the list to the worker.
+  if (!common::fault_in_huge_pages(list_populated_, step) &&
+      !common::populate_for_writing(list_populated_, step)) {
     list_populated_ = nullptr;
     return;
   }
