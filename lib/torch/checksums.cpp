@@ -1,7 +1,5 @@
 // content_checksums(): Tensor::content_checksum() of many tensors, the small views of the file
 // among them read together in file order (see tensor.hpp).
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -11,11 +9,13 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
+#include "common/content_hash.hpp"
 #include "common/file_reader.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/access.hpp"
+#include "torch/content_checksum.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -98,8 +98,9 @@ bool hash_ranges(std::span<const BatchedRange> ranges, std::vector<std::uint64_t
     }
     for (std::size_t i = read.first; i < read.last; ++i) {
       const BatchedRange& range = ranges[i];
-      checksums[range.tensor] =
-          XXH3_64bits(bytes.data() + (range.offset - start.offset), range.size);
+      checksums[range.tensor] = common::ContentHash::of(
+          bytes.subspan(static_cast<std::size_t>(range.offset - start.offset),
+                        static_cast<std::size_t>(range.size)));
     }
   }
   return true;
@@ -132,9 +133,10 @@ std::vector<std::uint64_t> content_checksums(std::span<const Tensor* const> tens
     return checksums;
   }
   // In order: every tensor before the first of these to fail was hashed above, so what that one
-  // throws is what asking each tensor in turn would throw first.
+  // throws is what asking each tensor in turn would throw first. One window for all of them.
+  common::AlignedBuffer window;
   for (const std::size_t i : others)
-    checksums[i] = tensors[i]->content_checksum();
+    checksums[i] = internal::content_checksum(*tensors[i], window);
   return checksums;
 }
 

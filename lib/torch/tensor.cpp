@@ -4,14 +4,15 @@
 #include <limits>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include "common/assert.hpp"
 #include "common/checked.hpp"
+#include "common/content_hash.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/access.hpp"
 #include "torch/byte_holds.hpp"
+#include "torch/content_checksum.hpp"
 #include "torch/state.hpp"
 
 namespace pthload {
@@ -315,9 +316,10 @@ std::size_t spanned_bytes(const Tensor& tensor) noexcept {
 // Calls `consume(pointer, bytes)` over the tensor's elements in row-major order. The library's
 // own reads of a view of the file (checksums, contiguous copies) go through pread rather than the
 // mapping, so a file truncated since the load gives IoError, not SIGBUS: a contiguous tensor a
-// bounded chunk at a time, a strided view through one copy of the bytes it spans.
+// chunk at a time through `window` (grown to at most kChunkBytes, kept for the caller's next
+// tensor), a strided view through one copy of the bytes it spans.
 template <typename Consume>
-void read_elements(const Tensor& tensor, Consume&& consume) {
+void read_elements(const Tensor& tensor, common::AlignedBuffer& window, Consume&& consume) {
   const std::size_t item = element_size(tensor.dtype());
   const std::uint64_t count = tensor.numel();
   if (!is_file_view(tensor)) {
@@ -325,13 +327,18 @@ void read_elements(const Tensor& tensor, Consume&& consume) {
     return;
   }
   if (tensor.is_contiguous()) {
-    constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+    // 1 MiB: reads of that size run at the page cache's copy speed here, and the chunk is still
+    // in cache when it is hashed. A fresh 4 MiB chunk for each tensor cost more in page faults
+    // than the reads themselves (lib/torch/content_checksum.hpp).
+    constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
     const auto total = static_cast<std::size_t>(count * item);
-    common::AlignedBuffer chunk(std::min(total, kChunkBytes));
+    if (window.size() < std::min(total, kChunkBytes)) {
+      window = common::AlignedBuffer(std::min(total, kChunkBytes));
+    }
     for (std::size_t done = 0; done < total;) {
-      const std::size_t n = std::min(chunk.size(), total - done);
-      tensor.storage().read(first_byte(tensor) + done, chunk.span().first(n));
-      consume(chunk.data(), n);
+      const std::size_t n = std::min(window.size(), total - done);
+      tensor.storage().read(first_byte(tensor) + done, window.span().first(n));
+      consume(window.data(), n);
       done += n;
     }
     return;
@@ -365,7 +372,8 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
   std::vector<std::byte> out(count * item);
   if (count == 0) return out;
   std::byte* cursor = out.data();
-  read_elements(*this, [&](const std::byte* run, std::size_t n) {
+  common::AlignedBuffer window;
+  read_elements(*this, window, [&](const std::byte* run, std::size_t n) {
     std::memcpy(cursor, run, n);
     cursor += n;
   });
@@ -373,21 +381,24 @@ std::vector<std::byte> Tensor::contiguous_bytes() const {
 }
 
 std::uint64_t Tensor::content_checksum() const {
-  const std::uint64_t count = numel();
-  if (count == 0) return XXH3_64bits(nullptr, 0);
-  if (packed_per_byte(dtype_) > 1) {
+  if (numel() != 0 && packed_per_byte(dtype_) > 1) {
     common::AlignedBuffer copy;
-    const auto packed = readable_packed(*this, packed_bytes(), copy);
-    return XXH3_64bits(packed.data(), packed.size());
+    return common::ContentHash::of(readable_packed(*this, packed_bytes(), copy));
   }
-  check_shown_bytes(*this, "content_checksum");
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                 &XXH3_freeState);
-  if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
-  read_elements(
-      *this, [&](const std::byte* run, std::size_t n) { XXH3_64bits_update(state.get(), run, n); });
-  return XXH3_64bits_digest(state.get());
+  common::AlignedBuffer window;
+  return internal::content_checksum(*this, window);
+}
+
+std::uint64_t internal::content_checksum(const Tensor& tensor, common::AlignedBuffer& window) {
+  if (tensor.numel() == 0) return common::ContentHash::of({});
+  // The packed bytes are Tensor's own (rare: quint4x2, quint2x4).
+  if (packed_per_byte(tensor.dtype()) > 1) return tensor.content_checksum();
+  check_shown_bytes(tensor, "content_checksum");
+  common::ContentHash hash;
+  read_elements(tensor, window, [&](const std::byte* run, std::size_t n) {
+    hash.update({run, n});
+  });
+  return hash.digest();
 }
 
 }  // namespace pthload
