@@ -1,4 +1,5 @@
-// Row-major chunks of a tensor's elements: read with pread from a file, views of owned memory.
+// Row-major chunks of a tensor's elements: read with pread from a file, views of owned memory;
+// the checksums of many tensors, naming the one whose read fails.
 #include "elements.hpp"
 
 #include <algorithm>
@@ -8,19 +9,38 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 namespace pthinspect {
 
-std::uint64_t streamed_checksum(const pthload::Tensor& tensor, std::string_view name) {
-  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                       &XXH3_freeState);
-  if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
-  ElementReader reader(tensor, name);
-  for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next())
-    XXH3_64bits_update(state.get(), chunk.data(), chunk.size());
-  return XXH3_64bits_digest(state.get());
+namespace {
+
+// The tensor's Tensor::content_checksum(); an error names the tensor, and `path` where it names
+// no file.
+std::uint64_t checksum_naming(const pthload::Tensor& tensor, std::string_view name,
+                              const std::string& path) {
+  try {
+    return tensor.content_checksum();
+  } catch (const pthload::Error& e) {
+    auto context = e.context();
+    if (context.path.empty()) context.path = path;
+    throw pthload::FormatError(e.code(), fmt::format("tensor '{}': {}", name, e.message()),
+                               std::move(context));
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> content_checksums_naming(std::span<const pthload::Tensor* const> tensors,
+                                                    std::span<const std::string_view> names,
+                                                    const std::string& path) {
+  try {
+    return pthload::content_checksums(tensors);
+  } catch (const pthload::Error&) {
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      (void)checksum_naming(*tensors[i], names[i], path);
+    // Each read succeeded when asked alone (an error that passed): the first error stands.
+    throw;
+  }
 }
 
 std::string unreadable_reason(const pthload::Tensor& tensor) {

@@ -58,11 +58,13 @@ class ElementReader {
   std::vector<std::byte> spanned_;  // a strided file view's bytes, read once with pread
 };
 
-/// XXH3-64 of the tensor's elements in row-major order, as Tensor::content_checksum() gives it,
-/// streamed through ElementReader: the pages read are released as it goes, so hashing a large
-/// checkpoint keeps little of it resident.
-[[nodiscard]] std::uint64_t streamed_checksum(const pthload::Tensor& tensor,
-                                              std::string_view name = {});
+/// Tensor::content_checksum() of each of `tensors`, read together (pthload::content_checksums:
+/// the small views of a file in a few preads, the large ones through one window). Where that
+/// fails, each is asked in turn, so that the error names the first tensor whose read fails
+/// (`names[i]`; `path` where the error names no file). `names` is as long as `tensors`.
+[[nodiscard]] std::vector<std::uint64_t> content_checksums_naming(
+    std::span<const pthload::Tensor* const> tensors, std::span<const std::string_view> names,
+    const std::string& path);
 
 /// Why a tensor has no bytes to read on the CPU ("sparse tensor", "meta tensor", ...), or empty
 /// when ElementReader can read it.

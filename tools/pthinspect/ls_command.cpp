@@ -16,6 +16,7 @@
 
 #include "choose.hpp"
 #include "commands.hpp"
+#include "elements.hpp"
 #include "io_option.hpp"
 #include "json_layout.hpp"
 #include "output.hpp"
@@ -38,44 +39,27 @@ std::string_view location_of(const pthload::Tensor& t) {
   return t.layout() == pthload::Layout::kStrided ? "meta" : "-";
 }
 
-// The tensor's XXH3-64; an error (a view too large to read) names the file and the tensor.
-std::string checksum_of(const pthload::NamedTensor& named, const std::string& path) {
-  try {
-    return fmt::format("{:016x}", named.tensor.content_checksum());
-  } catch (const pthload::Error& e) {
-    auto context = e.context();
-    if (context.path.empty()) context.path = path;
-    throw pthload::FormatError(e.code(), fmt::format("tensor '{}': {}", named.name, e.message()),
-                               std::move(context));
-  }
-}
-
 // Whether the schema gives the tensor an "xxh3": a strided tensor with bytes (a sparse
 // tensor's parts are entries of their own).
 bool has_checksum(const pthload::Tensor& t) {
   return t.layout() == pthload::Layout::kStrided && t.has_storage();
 }
 
-// Each tensor's "xxh3", or "" where it has none. The tensors are read together
-// (pthload::content_checksums: 100 000 small ones of an optimizer state in a few preads, not
-// one each); where that fails, asking them one at a time names the tensor whose read failed.
+// Each tensor's "xxh3", or "" where it has none, read together (content_checksums_naming: 100 000
+// small ones of an optimizer state in a few preads, not one each).
 std::vector<std::string> checksums_of(const pthload::Checkpoint& checkpoint,
                                       const std::string& path) {
   const auto tensors = checkpoint.tensors();
   std::vector<const pthload::Tensor*> hashed;
-  for (const auto& named : tensors)
-    if (has_checksum(named.tensor)) hashed.push_back(&named.tensor);
-  std::vector<std::string> checksums(tensors.size());
-  std::vector<std::uint64_t> values;
-  try {
-    values = pthload::content_checksums(hashed);
-  } catch (const pthload::Error&) {
-    for (const auto& named : tensors)
-      if (has_checksum(named.tensor)) (void)checksum_of(named, path);
-    // Asked one at a time, the tensor that failed is named (checksum_of); where each read
-    // succeeds then (an error that passed), the first error stands.
-    throw;
+  std::vector<std::string_view> names;
+  for (const auto& named : tensors) {
+    if (has_checksum(named.tensor)) {
+      hashed.push_back(&named.tensor);
+      names.emplace_back(named.name);
+    }
   }
+  const std::vector<std::uint64_t> values = content_checksums_naming(hashed, names, path);
+  std::vector<std::string> checksums(tensors.size());
   for (std::size_t i = 0, next = 0; i < tensors.size(); ++i) {
     if (has_checksum(tensors[i].tensor)) checksums[i] = fmt::format("{:016x}", values[next++]);
   }
