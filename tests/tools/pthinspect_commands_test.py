@@ -402,7 +402,10 @@ if result.returncode == 0:
 result = run("stat", "--json", big_a, "t")
 if result.returncode == 0:
     s = json.loads(result.stdout)["tensors"][0]
-    check(math.isclose(s["mean"], sum(values) / len(values), abs_tol=1e-9) and
+    exact_mean = math.fsum(values) / len(values)
+    exact_std = math.sqrt(math.fsum((v - exact_mean) ** 2 for v in values) / len(values))
+    check(math.isclose(s["mean"], exact_mean, rel_tol=1e-12, abs_tol=1e-12) and
+          math.isclose(s["std"], exact_std, rel_tol=1e-12) and
           s["min"] == min(values) and s["max"] == max(values), f"stat big: {s}")
 
 # A real torch.save (1.13) of torch.zeros(1).expand(2**20, 2**20): 2^40 elements over 4 bytes.

@@ -29,9 +29,17 @@ struct StatArgs {
   bool json = false;
 };
 
-// Min, max, mean and std over the finite values (Welford's update: one pass, no cancellation);
-// NaN and ±Inf are counted, not averaged.
-struct Stats {
+// Min, max, mean and std over the finite values; NaN and ±Inf are counted, not averaged. The
+// finite values are gathered a block at a time, each block's mean and sum of squared deviations
+// taken apart and merged into the running ones (Chan, Golub and LeVeque's update): as stable as
+// Welford's one-pass update, without its division per element, which made `stat` of a 1 GB
+// checkpoint take 4 s.
+class Stats {
+ public:
+  // `block` is scratch the caller keeps from one tensor to the next: 100 000 small tensors then
+  // allocate nothing each.
+  explicit Stats(std::vector<double>& block) : block_(block) { block_.clear(); }
+
   std::uint64_t count = 0;
   std::uint64_t finite = 0;
   std::uint64_t nan = 0;
@@ -41,7 +49,6 @@ struct Stats {
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
   double mean = 0;
-  double m2 = 0;
 
   void add(double re, double im, bool complex) {
     ++count;
@@ -54,17 +61,46 @@ struct Stats {
       ++((!complex && re < 0) ? neg_inf : pos_inf);
       return;
     }
-    const double v = complex ? std::hypot(re, im) : re;
-    if (v == 0) ++zeros;
-    ++finite;
-    min = std::min(min, v);
-    max = std::max(max, v);
-    const double delta = v - mean;
-    mean += delta / static_cast<double>(finite);
-    m2 += delta * (v - mean);
+    block_.push_back(complex ? std::hypot(re, im) : re);
+    if (block_.size() == kBlockValues) merge_block();
   }
+
+  // Takes in the values gathered since the last call; call before reading the results.
+  void finish() { merge_block(); }
+
   // The population standard deviation, as torch.std(unbiased=False).
-  [[nodiscard]] double std_dev() const { return finite > 0 ? std::sqrt(m2 / finite) : 0.0; }
+  [[nodiscard]] double std_dev() const { return finite > 0 ? std::sqrt(m2_ / finite) : 0.0; }
+
+ private:
+  // Small enough that a block's plain sum loses nothing a display shows, large enough that the
+  // merge's division is rare.
+  static constexpr std::size_t kBlockValues = 4096;
+
+  void merge_block() {
+    if (block_.empty()) return;
+    double sum = 0;
+    for (const double v : block_) {
+      sum += v;
+      min = std::min(min, v);
+      max = std::max(max, v);
+      zeros += v == 0 ? 1 : 0;
+    }
+    const auto n = static_cast<double>(block_.size());
+    const double block_mean = sum / n;
+    double block_m2 = 0;
+    for (const double v : block_)
+      block_m2 += (v - block_mean) * (v - block_mean);
+    const auto before = static_cast<double>(finite);
+    finite += block_.size();
+    const double delta = block_mean - mean;
+    const double total = before + n;
+    mean += delta * (n / total);
+    m2_ += block_m2 + delta * delta * (before * n / total);
+    block_.clear();
+  }
+
+  double m2_ = 0;
+  std::vector<double>& block_;
 };
 
 nlohmann::json number_or_null(bool present, double value) {
@@ -102,6 +138,7 @@ int run_stat(const StatArgs& args) {
         "{:>8}\n",
         "name", width, "dtype", "min", "max", "mean", "std", "nan", "+inf", "-inf", "zeros");
   }
+  std::vector<double> block;
   for (const auto* named : chosen) {
     const pthload::Tensor& t = named->tensor;
     const std::string display = named->name.empty() ? "(root)" : named->name;
@@ -120,13 +157,14 @@ int run_stat(const StatArgs& args) {
       }
       continue;
     }
-    Stats stats;
+    Stats stats(block);
     const bool complex = is_complex(t.dtype());
     ElementReader reader(t, named->name);
     for (auto chunk = reader.next(); !chunk.empty(); chunk = reader.next()) {
       for_each_value(t.dtype(), chunk, [&](double re, double im) { stats.add(re, im, complex); });
       progress.advance(chunk.size());
     }
+    stats.finish();
     const bool any = stats.finite > 0;
     progress.clear();
     if (args.json) {
