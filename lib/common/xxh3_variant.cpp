@@ -3,7 +3,8 @@
 // xxhash picks its vector code from what the compiler targets (XXH_VECTOR from __AVX512F__,
 // __AVX2__, __SSE2__), which is the same choice its own dispatcher (xxh_x86dispatch.c) makes at
 // run time. That dispatcher is in Debian's libxxhash.so but not in its libxxhash.a, which the
-// tools link, and without it the library hashed with SSE2 at a fifth of AVX-512's speed.
+// tools linked, and without it the library hashed with SSE2 at a quarter of AVX-512's speed
+// (18.5 against 79.7 GB/s from cache on this project's machines).
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
