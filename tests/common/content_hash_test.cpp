@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 

@@ -1,6 +1,7 @@
 // content_checksums(): the same values and errors as Tensor::content_checksum() asked of each
 // tensor in turn, whatever the placement, the order asked and the tensors' shapes.
 #include <doctest/doctest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -83,6 +84,37 @@ TEST_CASE("checksums: many small tensors hash as each asked alone, in the order 
           one_at_a_time(std::span(tensors).first(1)));
   }
   CHECK(pthload::content_checksums({}).empty());
+}
+
+TEST_CASE("checksums: large views read through one window hash the bytes they show") {
+  // Too large to batch, each read through the window content_checksums() keeps from one tensor
+  // to the next: 3 MiB and 12 bytes (three whole 1 MiB chunks and a short one), then smaller
+  // (300 KB), larger than a chunk again (1.5 MiB), and a view starting 1 000 floats into the
+  // first storage. The expected values are libxxhash's XXH3 of the records' bytes.
+  const int counts[] = {786'435, 75'000, 393'216};
+  PickleWriter p;
+  p.empty_dict();
+  std::vector<pthload::test::zip_build::Record> records;
+  std::vector<std::uint64_t> expected;
+  for (int i = 0; i < 3; ++i) {
+    p.str("t" + std::to_string(i));
+    p.tensor_v2("FloatStorage", std::to_string(i), counts[i], 0, {counts[i]}, {1});
+    p.setitem();
+    records.push_back({.name = "ck/data/" + std::to_string(i),
+                       .data = pthload::test::float_record(counts[i], i * 1'000'000.0f)});
+    expected.push_back(XXH3_64bits(records.back().data.data(), records.back().data.size()));
+  }
+  p.str("view").tensor_v2("FloatStorage", "0", counts[0], 1'000, {500'000}, {1}).setitem();
+  expected.push_back(XXH3_64bits(records[0].data.data() + 4'000, 2'000'000));
+  const auto file = pthload::test::checkpoint_file(p.stop().bytes(), records);
+  for (const bool copies : {false, true}) {
+    CAPTURE(copies);
+    const auto checkpoint = pthload::load(file.path(), {.copy_cpu_storages = copies});
+    const auto tensors = with_storages(checkpoint);
+    REQUIRE(tensors.size() == 4);
+    CHECK(pthload::content_checksums(tensors) == expected);
+    CHECK(one_at_a_time(tensors) == expected);
+  }
 }
 
 TEST_CASE("checksums: a file that shrank after a view load fails as the first tensor asked does") {
