@@ -277,9 +277,9 @@ PTHLOAD_API const void* pthload_tensor_device_pointer(const pthload_tensor* tens
 
 /** Copies the tensor's elements in row-major order (what the view shows, whatever its strides)
  *  into `buffer`, which holds `size` bytes: at least pthload_tensor_nbytes() for all but the
- *  packed quantized dtypes (pthload::Tensor::contiguous_bytes). Fails with
- *  PTHLOAD_ERROR_INVALID_ARGUMENT when the buffer is too small, and as pthload_tensor_data when
- *  the tensor has no bytes on the CPU. */
+ *  packed quantized dtypes (pthload::Tensor::copy_to: a contiguous view of the file is read
+ *  straight into the buffer). Fails with PTHLOAD_ERROR_INVALID_ARGUMENT when the buffer is too
+ *  small, and as pthload_tensor_data when the tensor has no bytes on the CPU. */
 PTHLOAD_API int pthload_tensor_copy(const pthload_tensor* tensor, void* buffer, size_t size);
 
 /** Sets `*out` to the XXH3-64 of the tensor's elements in row-major order as little-endian bytes

@@ -200,10 +200,18 @@ class PTHLOAD_API Tensor {
   /// A storage that is a view of the file is read with pread, not through the mapping, so a
   /// file truncated since the load gives IoError (kIoUnexpectedEof), never SIGBUS.
   [[nodiscard]] std::vector<std::byte> contiguous_bytes() const;
+  /// What contiguous_bytes() returns, written into the start of `destination` instead, with no
+  /// buffer in between: a contiguous view of the file is read straight into it with pread. For
+  /// callers that own the memory the elements go to (pthload_tensor_copy). Returns how many
+  /// bytes it wrote: nbytes(), or for quint4x2 and quint2x4 packed_nbytes(dtype(), numel()).
+  /// Throws as contiguous_bytes(), and FormatError(kTorchTensorOutOfBounds) when `destination`
+  /// holds fewer bytes than that (then it writes nothing). A read that fails part-way may leave
+  /// `destination` partly written.
+  std::uint64_t copy_to(std::span<std::byte> destination) const;
   /// XXH3-64 of the elements in row-major order as little-endian bytes — what a view shows,
   /// not its whole storage; a quantized tensor hashes its integers. pthinspect's `--checksum`.
-  /// Owned bytes are hashed in place; a view of the file is read with pread (4 MiB at a time; a
-  /// strided view through one copy of the bytes it spans), as contiguous_bytes() reads it.
+  /// Owned bytes are hashed in place; a view of the file is read with pread (1 MiB at a time; a
+  /// strided view through one copy of the bytes it spans).
   /// Throws as contiguous_bytes(), and kTorchLimitExceeded for the same reason: time.
   [[nodiscard]] std::uint64_t content_checksum() const;
 

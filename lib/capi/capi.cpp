@@ -454,13 +454,16 @@ int pthload_tensor_copy(const pthload_tensor* tensor, void* buffer, size_t size)
       throw_invalid_argument("the tensor or the buffer is NULL");
     }
     cpu_data(named(tensor));  // throws the reason a tensor has no bytes here
-    const std::vector<std::byte> bytes = named(tensor).tensor.contiguous_bytes();
-    if (bytes.size() > size) {
-      throw_invalid_argument("tensor '" + named(tensor).name + "' has " +
-                             std::to_string(bytes.size()) + " bytes; the buffer holds " +
-                             std::to_string(size));
+    const pthload::Tensor& t = named(tensor).tensor;
+    // Straight into the caller's buffer (Tensor::copy_to): no copy of the tensor in between.
+    const std::uint64_t needed = pthload::packed_per_byte(t.dtype()) > 1
+                                     ? pthload::packed_nbytes(t.dtype(), t.numel())
+                                     : t.nbytes();
+    if (needed > size) {
+      throw_invalid_argument("tensor '" + named(tensor).name + "' has " + std::to_string(needed) +
+                             " bytes; the buffer holds " + std::to_string(size));
     }
-    if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
+    (void)t.copy_to({static_cast<std::byte*>(buffer), size});
   });
 }
 

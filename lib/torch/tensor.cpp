@@ -313,6 +313,12 @@ std::size_t spanned_bytes(const Tensor& tensor) noexcept {
   return static_cast<std::size_t>((last + 1) * element_size(tensor.dtype()));
 }
 
+// The bytes contiguous_bytes() gives: the elements', or a packed dtype's packed bytes.
+std::uint64_t contiguous_size(const Tensor& tensor) noexcept {
+  return packed_per_byte(tensor.dtype()) > 1 ? packed_nbytes(tensor.dtype(), tensor.numel())
+                                             : tensor.nbytes();
+}
+
 // Calls `consume(pointer, bytes)` over the tensor's elements in row-major order. The library's
 // own reads of a view of the file (checksums, contiguous copies) go through pread rather than the
 // mapping, so a file truncated since the load gives IoError, not SIGBUS: a contiguous tensor a
@@ -361,23 +367,44 @@ std::span<const std::byte> readable_packed(const Tensor& tensor, std::span<const
 }  // namespace
 
 std::vector<std::byte> Tensor::contiguous_bytes() const {
-  if (packed_per_byte(dtype_) > 1) {
-    common::AlignedBuffer copy;
-    const auto packed = readable_packed(*this, packed_bytes(), copy);
-    return {packed.begin(), packed.end()};
+  // Refused before anything is allocated: a view that overlaps itself may claim terabytes, and
+  // a tensor without bytes on the CPU (data() says why) any number.
+  if (packed_per_byte(dtype_) == 1) check_shown_bytes(*this, "contiguous_bytes");
+  if (contiguous_size(*this) != 0) (void)data();
+  std::vector<std::byte> out(static_cast<std::size_t>(contiguous_size(*this)));
+  (void)copy_to(out);
+  return out;
+}
+
+std::uint64_t Tensor::copy_to(std::span<std::byte> destination) const {
+  const bool packed = packed_per_byte(dtype_) > 1;
+  if (!packed) check_shown_bytes(*this, "copy_to");
+  const std::uint64_t size = contiguous_size(*this);
+  if (destination.size() < size) {
+    throw FormatError(Errc::kTorchTensorOutOfBounds,
+                      fmt::format("copy_to: the tensor's elements take {} bytes; the destination "
+                                  "holds {}",
+                                  size, destination.size()));
   }
-  check_shown_bytes(*this, "contiguous_bytes");
-  const std::size_t item = element_size(dtype_);
-  const std::uint64_t count = numel();
-  std::vector<std::byte> out(count * item);
-  if (count == 0) return out;
+  if (size == 0) return 0;
+  const auto out = destination.first(static_cast<std::size_t>(size));
+  if (is_file_view(*this) && (packed || is_contiguous())) {
+    // Its bytes are one range of the storage: read straight into the caller's memory.
+    storage().read(first_byte(*this), out);
+    return size;
+  }
+  if (packed) {
+    const auto bytes = packed_bytes();
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return size;
+  }
   std::byte* cursor = out.data();
   common::AlignedBuffer window;
   read_elements(*this, window, [&](const std::byte* run, std::size_t n) {
     std::memcpy(cursor, run, n);
     cursor += n;
   });
-  return out;
+  return size;
 }
 
 std::uint64_t Tensor::content_checksum() const {
