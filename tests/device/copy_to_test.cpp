@@ -35,7 +35,7 @@ void check_copy_to(const pthload::Tensor& tensor) {
   const auto expected = tensor.contiguous_bytes();
   std::vector<std::byte> destination(expected.size() + 16, kUnwritten);
   CHECK(tensor.copy_to(destination) == expected.size());
-  CHECK(std::memcmp(destination.data(), expected.data(), expected.size()) == 0);
+  CHECK(std::equal(expected.begin(), expected.end(), destination.begin()));
   CHECK(std::all_of(destination.begin() + static_cast<std::ptrdiff_t>(expected.size()),
                     destination.end(), unwritten));
   if (expected.empty()) return;
