@@ -12,6 +12,7 @@
 #include "pthload/error.hpp"
 #include "pthload/records.hpp"
 #include "support/checkpoint_file.hpp"
+#include "support/cpu_loads.hpp"
 #include "support/pickle_writer.hpp"
 
 namespace {
@@ -59,16 +60,7 @@ pthload::test::TempFile mixed_checkpoint() {
 
 TEST_CASE("checksums: many small tensors hash as each asked alone, in the order asked") {
   const auto file = mixed_checkpoint();
-  struct Placement {
-    const char* what;
-    pthload::LoadOptions options;
-  };
-  const Placement placements[] = {
-      {"views of the file", {}},
-      {"owned copies", {.copy_cpu_storages = true}},
-      {"io=read", {.io = pthload::IoStrategy::kRead}},
-  };
-  for (const auto& placement : placements) {
+  for (const auto& placement : pthload::test::kCpuPlacements) {
     CAPTURE(placement.what);
     const auto checkpoint = pthload::load(file.path(), placement.options);
     auto tensors = with_storages(checkpoint);
@@ -149,36 +141,27 @@ TEST_CASE("checksums: a file that shrank after a view load fails as the first te
 
 TEST_SUITE("fixtures") {
   TEST_CASE("checksums: every fixture's tensors hash as each asked alone") {
-    int files = 0;
-    for (const auto& entry :
-         std::filesystem::recursive_directory_iterator(PTHLOAD_FIXTURES_DIR "/torch")) {
-      if (!entry.is_regular_file() || entry.path().extension() != ".pt") continue;
-      CAPTURE(entry.path().string());
-      std::optional<pthload::Checkpoint> checkpoint;
-      try {
-        checkpoint.emplace(pthload::load(entry.path(), {.map_location = pthload::map_to("cpu")}));
-      } catch (const pthload::Error&) {
-        continue;  // the hostile fixtures: nothing loads, nothing to hash
-      }
-      const auto tensors = with_storages(*checkpoint);
-      std::string alone;
-      std::vector<std::uint64_t> expected;
-      try {
-        expected = one_at_a_time(tensors);
-      } catch (const pthload::Error& e) {
-        alone = e.what();
-      }
-      std::string together;
-      std::vector<std::uint64_t> checksums;
-      try {
-        checksums = pthload::content_checksums(tensors);
-      } catch (const pthload::Error& e) {
-        together = e.what();
-      }
-      CHECK(together == alone);
-      CHECK(checksums == expected);
-      ++files;
-    }
+    const int files = pthload::test::for_each_torch_fixture(
+        [](const std::filesystem::path& path, const pthload::Checkpoint& checkpoint) {
+          CAPTURE(path.string());
+          const auto tensors = with_storages(checkpoint);
+          std::string alone;
+          std::vector<std::uint64_t> expected;
+          try {
+            expected = one_at_a_time(tensors);
+          } catch (const pthload::Error& e) {
+            alone = e.what();
+          }
+          std::string together;
+          std::vector<std::uint64_t> checksums;
+          try {
+            checksums = pthload::content_checksums(tensors);
+          } catch (const pthload::Error& e) {
+            together = e.what();
+          }
+          CHECK(together == alone);
+          CHECK(checksums == expected);
+        });
     CHECK(files > 50);
   }
 }

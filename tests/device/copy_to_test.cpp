@@ -6,13 +6,13 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "support/checkpoint_file.hpp"
+#include "support/cpu_loads.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
 
@@ -64,16 +64,7 @@ TEST_CASE("tensor: copy_to writes a view's elements in row-major order into the 
   const auto file = pthload::test::checkpoint_file(
       p.setitems().stop().bytes(), {{.name = "ck/data/0", .data = float_record(1000)},
                                     {.name = "ck/data/1", .data = float_record(600'000, 7)}});
-  struct Placement {
-    const char* what;
-    pthload::LoadOptions options;
-  };
-  const Placement placements[] = {
-      {"views of the file", {}},
-      {"owned copies", {.copy_cpu_storages = true}},
-      {"io=read", {.io = pthload::IoStrategy::kRead}},
-  };
-  for (const auto& placement : placements) {
+  for (const auto& placement : pthload::test::kCpuPlacements) {
     CAPTURE(placement.what);
     const auto checkpoint = pthload::load(file.path(), placement.options);
     for (const auto& named : checkpoint.tensors()) {
@@ -115,32 +106,23 @@ TEST_CASE("tensor: copy_to refuses what contiguous_bytes refuses, before writing
 
 TEST_SUITE("fixtures") {
   TEST_CASE("tensor: copy_to gives contiguous_bytes for every fixture's tensors") {
-    int files = 0;
-    for (const auto& entry :
-         std::filesystem::recursive_directory_iterator(PTHLOAD_FIXTURES_DIR "/torch")) {
-      if (!entry.is_regular_file() || entry.path().extension() != ".pt") continue;
-      CAPTURE(entry.path().string());
-      std::optional<pthload::Checkpoint> checkpoint;
-      try {
-        checkpoint.emplace(pthload::load(entry.path(), {.map_location = pthload::map_to("cpu")}));
-      } catch (const pthload::Error&) {
-        continue;  // the hostile fixtures
-      }
-      for (const auto& named : checkpoint->tensors()) {
-        if (!named.tensor.has_storage()) continue;
-        CAPTURE(named.name);
-        try {
-          (void)named.tensor.contiguous_bytes();
-        } catch (const pthload::Error& e) {
-          // What contiguous_bytes() refuses, copy_to() refuses alike.
-          std::vector<std::byte> out(static_cast<std::size_t>(named.tensor.nbytes()) + 64);
-          CHECK(error_code_of([&] { (void)named.tensor.copy_to(out); }) == e.code());
-          continue;
-        }
-        check_copy_to(named.tensor);
-      }
-      ++files;
-    }
+    const int files = pthload::test::for_each_torch_fixture(
+        [](const std::filesystem::path& path, const pthload::Checkpoint& checkpoint) {
+          CAPTURE(path.string());
+          for (const auto& named : checkpoint.tensors()) {
+            if (!named.tensor.has_storage()) continue;
+            CAPTURE(named.name);
+            try {
+              (void)named.tensor.contiguous_bytes();
+            } catch (const pthload::Error& e) {
+              // What contiguous_bytes() refuses, copy_to() refuses alike.
+              std::vector<std::byte> out(static_cast<std::size_t>(named.tensor.nbytes()) + 64);
+              CHECK(error_code_of([&] { (void)named.tensor.copy_to(out); }) == e.code());
+              continue;
+            }
+            check_copy_to(named.tensor);
+          }
+        });
     CHECK(files > 50);
   }
 }
