@@ -1,6 +1,7 @@
 #include "common/huge_pages.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -76,6 +77,30 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of
   (void)part_of;
   return false;
 #endif
+}
+
+void fault_in_for_writing(std::byte* begin, std::size_t size, std::size_t part_of) noexcept {
+  (void)fault_in_huge_pages(begin, size, part_of);
+  write_to_each_page(begin, size);
+}
+
+void write_to_each_page(std::byte* begin, std::size_t size) noexcept {
+  if (size == 0) return;
+  const std::size_t page = page_bytes();
+  volatile std::byte* const bytes = begin;
+  // Fresh memory is zero: writing a zero changes nothing but makes the page resident.
+  bytes[0] = std::byte{0};
+  const auto start = reinterpret_cast<std::uintptr_t>(begin);
+  for (std::size_t at = ((start + page) & ~std::uintptr_t{page - 1}) - start; at < size; at += page)
+    bytes[at] = std::byte{0};
+}
+
+std::size_t page_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    const long size = ::sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::size_t>(size) : std::size_t{4096};
+  }();
+  return bytes;
 }
 
 bool host_reclaims_free_memory() noexcept {

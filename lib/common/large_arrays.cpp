@@ -1,7 +1,6 @@
 #include "common/large_arrays.hpp"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 
@@ -9,14 +8,6 @@
 
 namespace pthload::common {
 namespace {
-
-std::size_t page_bytes() noexcept {
-  static const std::size_t bytes = [] {
-    const long size = ::sysconf(_SC_PAGESIZE);
-    return size > 0 ? static_cast<std::size_t>(size) : std::size_t{4096};
-  }();
-  return bytes;
-}
 
 std::size_t mapped_length(std::size_t size) noexcept {
   const std::size_t page = page_bytes();

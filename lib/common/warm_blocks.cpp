@@ -1,10 +1,13 @@
 #include "common/warm_blocks.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <mutex>
 #include <new>
 #include <system_error>
 #include <utility>
+
+#include "common/huge_pages.hpp"
 
 namespace pthload::common {
 namespace {
@@ -21,22 +24,15 @@ Registry& registry() noexcept {
   return instance;
 }
 
-constexpr std::size_t kPageBytes = 4096;
-
-// Faults in `block` in small pages, a write to each. Not MADV_POPULATE_WRITE, nor huge pages:
-// populating holds the process's mmap lock for reading, and a huge page the host must back
-// anew takes 10-20 ms to fault in (huge_pages.hpp), all the while stalling the loading thread's
-// next mmap or munmap, and every page fault queued behind it. A write fault takes that lock only
-// for the mapping's first page; the others take the mapping's own lock. (Where transparent huge
-// pages are "always", the first write to each 2 MiB may still fault in a huge page.) False
-// where it was stopped first.
+// Faults in `block` in small pages (common::write_to_each_page). Not huge pages: a huge page the
+// host must back anew takes 10-20 ms to fault in (huge_pages.hpp), all the while stalling the
+// loading thread's next mmap or munmap, and every page fault queued behind it. False where it
+// was stopped first.
 bool fault_in(std::byte* block, std::size_t size, const std::stop_token& stop) {
-  constexpr std::size_t kPagesBetweenStopChecks = 128;
-  volatile std::byte* const pages = block;
-  for (std::size_t page = 0; page < size / kPageBytes; ++page) {
-    if (page % kPagesBetweenStopChecks == 0 && stop.stop_requested()) return false;
-    // Fresh memory is zero: writing a zero changes nothing but makes the page resident.
-    pages[page * kPageBytes] = std::byte{0};
+  constexpr std::size_t kBytesBetweenStopChecks = std::size_t{512} << 10;
+  for (std::size_t at = 0; at < size; at += kBytesBetweenStopChecks) {
+    if (stop.stop_requested()) return false;
+    write_to_each_page(block + at, std::min(kBytesBetweenStopChecks, size - at));
   }
   return true;
 }

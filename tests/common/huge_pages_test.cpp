@@ -1,6 +1,7 @@
 // common::fault_in_huge_pages: each huge page is faulted in and timed, and the first dear one
-// sends the rest of the range, and every range after it, to small pages; BumpArena faults its
-// blocks in as its cursor reaches them. Thresholds of zero and of a minute make the verdict
+// sends the rest of the range, and every range after it, to small pages; fault_in_for_writing
+// faults in the rest of a range in small pages; BumpArena faults its blocks in as its cursor
+// reaches them. Thresholds of zero and of a minute make the verdict
 // certain; what the kernel was told and did is read back from /proc/self/smaps (VmFlags: hg for
 // MADV_HUGEPAGE, nh for MADV_NOHUGEPAGE) and the pages resident from mincore.
 #include <doctest/doctest.h>
@@ -236,6 +237,58 @@ TEST_CASE("common: where huge pages are dear, a BumpArena's blocks fault in as t
   const std::byte* block = first - reinterpret_cast<std::uintptr_t>(first) % kHugePageBytes;
   CHECK(mapping_facts(block + kHugePageBytes).advice == "nh");
   CHECK(resident_kib(block + kHugePageBytes, kHugePageBytes) < kHugePageKib);
+}
+
+TEST_CASE("common: writing to each page makes every page of the range resident, and no other") {
+  std::byte* block = map_large_array(kHugePageBytes);
+  // From byte 100 of page 1 to byte 100 of page 5: five pages touched, the first and the last in
+  // part. The advice keeps a kernel whose huge pages are "always" to 4 KiB pages here.
+  (void)::madvise(block, kHugePageBytes, MADV_NOHUGEPAGE);
+  write_to_each_page(block + 4096 + 100, 4 * 4096);
+  CHECK(resident_kib(block, 4096) == 0);
+  CHECK(resident_kib(block + 4096, 5 * 4096) == 5 * 4);
+  CHECK(resident_kib(block + 6 * 4096, kHugePageBytes - 6 * 4096) == 0);
+  write_to_each_page(block + 20 * 4096, 0);
+  CHECK(resident_kib(block + 20 * 4096, 4096) == 0);
+  // Read last: a read maps the zero page, which mincore counts as resident.
+  CHECK(all_zero(block, kHugePageBytes));
+  unmap_large_array(block, kHugePageBytes);
+}
+
+TEST_CASE("common: a range about to be filled is faulted in whole, in huge pages where cheap") {
+  if (!fault_in_possible()) return;
+  const std::size_t size = 4 * kHugePageBytes;
+  // From the middle of the first huge page to the middle of the last: two whole ones between.
+  const std::size_t from = kHugePageBytes / 2;
+  const std::size_t length = 3 * kHugePageBytes;
+  SUBCASE("cheap") {
+    const VerdictReset reset(std::chrono::minutes(1));
+    std::byte* block = map_large_array(size);
+    fault_in_for_writing(block + from, length);
+    CHECK_FALSE(huge_pages_dear());
+    CHECK(resident_kib(block + from, length) == length / 1024);
+    CHECK(resident_kib(block, from) == 0);
+    CHECK(all_zero(block, size));
+    unmap_large_array(block, size);
+  }
+  SUBCASE("dear: the rest in small pages") {
+    const VerdictReset reset(std::chrono::nanoseconds(0));
+    std::byte* block = map_large_array(size);
+    fault_in_for_writing(block + from, length, kProbeWorthyBytes);
+    CHECK(huge_pages_dear());
+    CHECK(mapping_facts(block + 2 * kHugePageBytes).advice == "nh");
+    CHECK(resident_kib(block + from, length) == length / 1024);
+    CHECK(all_zero(block, size));
+    unmap_large_array(block, size);
+  }
+  SUBCASE("where the host reclaims free memory, a small range in small pages") {
+    const VerdictReset reset(std::chrono::minutes(1), HostReclaim::kYes);
+    std::byte* block = map_large_array(size);
+    fault_in_for_writing(block + from, length);
+    CHECK(mapping_facts(block).advice.empty());
+    CHECK(resident_kib(block + from, length) == length / 1024);
+    unmap_large_array(block, size);
+  }
 }
 
 TEST_CASE("common: an AlignedBuffer filled now is faulted in, one filled later is not") {

@@ -76,9 +76,9 @@ std::size_t read_unit(const Unit& unit, common::AlignedBuffer& scratch) {
   if (unit.count == 1) {
     if (unit.size > 0) {
       // Fresh memory, filled by this thread now: huge pages where they are cheap (worth timing
-      // one for as a piece of the whole storage).
-      (void)common::fault_in_huge_pages(first.destination.data() + unit.offset, unit.size,
-                                        first.destination.size());
+      // one for as a piece of the whole storage), else small pages faulted in before the read.
+      common::fault_in_for_writing(first.destination.data() + unit.offset, unit.size,
+                                   first.destination.size());
       first.file->copy_out(first.source.subspan(unit.offset, unit.size),
                            first.destination.subspan(unit.offset, unit.size), first.record);
     }
