@@ -41,13 +41,22 @@ void advise(std::uintptr_t first, std::uintptr_t last, [[maybe_unused]] int advi
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, advice);
 }
 
+// The whole huge pages inside [begin, begin + size): [first, last), empty where first >= last.
+struct WholeHugePages {
+  std::uintptr_t first;
+  std::uintptr_t last;
+};
+WholeHugePages whole_huge_pages(const std::byte* begin, std::size_t size) noexcept {
+  const auto start = reinterpret_cast<std::uintptr_t>(begin);
+  return {.first = (start + kHugePageBytes - 1) & ~std::uintptr_t{kHugePageBytes - 1},
+          .last = (start + size) & ~std::uintptr_t{kHugePageBytes - 1}};
+}
+
 }  // namespace
 
 bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of) noexcept {
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE) && defined(MADV_POPULATE_WRITE)
-  const auto start = reinterpret_cast<std::uintptr_t>(begin);
-  const auto first = (start + kHugePageBytes - 1) & ~std::uintptr_t{kHugePageBytes - 1};
-  const auto last = (start + size) & ~std::uintptr_t{kHugePageBytes - 1};
+  const auto [first, last] = whole_huge_pages(begin, size);
   if (first >= last) return true;  // no whole huge page inside
   if (dear.load(std::memory_order_relaxed)) {
     advise(first, last, MADV_NOHUGEPAGE);
@@ -80,8 +89,16 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of
 }
 
 void fault_in_for_writing(std::byte* begin, std::size_t size, std::size_t part_of) noexcept {
-  (void)fault_in_huge_pages(begin, size, part_of);
-  write_to_each_page(begin, size);
+  const auto [first, last] = whole_huge_pages(begin, size);
+  if (!fault_in_huge_pages(begin, size, part_of) || first >= last) {
+    write_to_each_page(begin, size);
+    return;
+  }
+  // The huge pages are in: writing to each of their 4 KiB pages again would only pull their
+  // cache lines in for pread to overwrite. What lies before and after them is left.
+  const auto start = reinterpret_cast<std::uintptr_t>(begin);
+  write_to_each_page(begin, first - start);
+  write_to_each_page(reinterpret_cast<std::byte*>(last), start + size - last);
 }
 
 void write_to_each_page(std::byte* begin, std::size_t size) noexcept {

@@ -44,12 +44,12 @@ bool fault_in_huge_pages(std::byte* begin, std::size_t size, std::size_t part_of
 
 /// Faults in [begin, begin + size) for writing, now, on this thread, as a thread about to fill
 /// fresh memory (a copy read with pread) wants it: the whole huge pages as fault_in_huge_pages
-/// does, then every page of the range (all of it in small pages where huge pages are dear or not
-/// worth timing) with write_to_each_page. A page fault the kernel takes while pread copies into
-/// the page costs more than one taken in the caller's write: reading the 0.95 GB state dict into
-/// fresh memory in 4 KiB pages, on two threads in 8 MiB pieces, took 190 ms with the pages
-/// written first and 239 ms without (medians of four, this project's machines). The range must
-/// be memory this thread is about to overwrite, which no other thread uses meanwhile.
+/// does, then every other page of the range (all of it in small pages where huge pages are dear
+/// or not worth timing) with write_to_each_page. A page fault the kernel takes while pread
+/// copies into the page costs more than one taken in the caller's write: reading the 0.95 GB
+/// state dict into fresh memory in 4 KiB pages, on two threads in 8 MiB pieces, took 190 ms with
+/// the pages written first and 239 ms without (medians of four, this project's machines). The
+/// range must be memory this thread is about to overwrite, which no other thread uses meanwhile.
 void fault_in_for_writing(std::byte* begin, std::size_t size, std::size_t part_of = 0) noexcept;
 
 /// Writes a zero to one byte of each page of [begin, begin + size), which no other thread uses
