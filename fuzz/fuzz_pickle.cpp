@@ -2,7 +2,9 @@
 // prints) or a pthload::Error, within small limits, without crashing, leaking or hanging; and
 // whenever the machine accepts a pickle, the opcode census — a second, linear decoder that builds
 // nothing (pickletools.genops' way) — reads the same opcodes to the same STOP, so the two
-// decoders cannot drift apart on any opcode's argument layout.
+// decoders cannot drift apart on any opcode's argument layout; and where the machine refuses a
+// pickle, the opcode it names is one the census reads too.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -38,7 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     print_options.max_items = 50;
     (void)print(*result.root, print_options);
     (void)bytes_of(*result.root);
-  } catch (const pthload::Error&) {
+  } catch (const pthload::Error& e) {
+    // The machine fails at an opcode the census also starts, or where the input or the pickle
+    // ends: the two never disagree on where an opcode starts.
+    if (!e.context().offset) std::abort();  // every refusal names where it is
+    const std::size_t at = static_cast<std::size_t>(*e.context().offset);
+    const auto starts = opcode_starts(bytes);
+    const bool at_opcode = std::binary_search(starts.begin(), starts.end(), at);
+    if (!at_opcode && at != bytes.size() && at != opcode_census(bytes).end_offset) std::abort();
   }
   return 0;
 }

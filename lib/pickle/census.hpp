@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace pthload::pickle {
 
@@ -23,5 +24,9 @@ struct OpcodeCensus {
 
 /// Reads opcodes from the start of `input` up to and including the first STOP. Never throws.
 [[nodiscard]] OpcodeCensus opcode_census(std::span<const std::byte> input) noexcept;
+
+/// Where each opcode opcode_census() reads starts, in order (the byte that is no opcode, or
+/// whose argument runs past the end, included): what the machine is checked against.
+[[nodiscard]] std::vector<std::size_t> opcode_starts(std::span<const std::byte> input);
 
 }  // namespace pthload::pickle

@@ -25,6 +25,15 @@ namespace {
 // values for a 7.6 MB optimizer state): a size hint only, capped by the arena's largest block.
 constexpr std::size_t kValueBytesPerPickleByte = 4;
 
+// STACK_GLOBAL takes any str. Python 3 reads STRING, BINSTRING and SHORT_BINSTRING as str too
+// (torch.load passes encoding='utf-8'; pickle's default, 'ASCII', does the same for ASCII), so
+// a Python 2 string whose bytes decode is a name like any other: `S'os'` feeds STACK_GLOBAL.
+bool is_text_name(const Value& value) {
+  return value.kind() == Kind::kString ||
+         (value.kind() == Kind::kPython2String &&
+          text::check_utf8(value.as_string()) == text::Utf8::kValid);
+}
+
 }  // namespace
 
 // The state of one run. Lives in this file only; a class (not a function) so that Machine can
@@ -605,7 +614,7 @@ void Interpreter::load_global() {
 void Interpreter::load_stack_global() {
   Value* qualified_name = pop();
   Value* module = pop();
-  if (module->kind() != Kind::kString || qualified_name->kind() != Kind::kString) {
+  if (!is_text_name(*module) || !is_text_name(*qualified_name)) {
     fail_type(fmt::format("module and name must be str, not {} and {}", kind_name(module->kind()),
                           kind_name(qualified_name->kind())));
   }
@@ -659,6 +668,7 @@ void Interpreter::load_obj() {
 void Interpreter::load_build() {
   Value* state = pop();
   Value& target = *top();
+  if (options_.on_build) options_.on_build(target, *state);
   switch (target.kind()) {
     case Kind::kList:
     case Kind::kDict:

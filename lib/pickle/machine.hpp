@@ -42,6 +42,10 @@ struct RunOptions {
   /// them: Python's unpickler imports and calls a value even when it is popped off the stack
   /// afterwards. Must not throw.
   std::function<void(const Value& value)> on_global_or_call;
+  /// For auditors: called with BUILD's target and state, whatever the target (Python calls its
+  /// __setstate__, or sets attributes on it: on a class or module, for the whole process). Must
+  /// not throw.
+  std::function<void(const Value& target, const Value& state)> on_build;
   /// Called when run() throws, before the values it made are released: whatever reads them on
   /// another thread meanwhile (the torch layer's prebuilt tensors) must stop first. Must not
   /// throw.

@@ -99,4 +99,58 @@ int opcode_protocol(std::uint8_t opcode) noexcept {
   return kTable[opcode].protocol;
 }
 
+OperandLayout operand_layout(std::uint8_t opcode) noexcept {
+  switch (static_cast<Opcode>(opcode)) {
+    case Opcode::kFloat:
+    case Opcode::kInt:
+    case Opcode::kLong:
+    case Opcode::kPersId:
+    case Opcode::kString:
+    case Opcode::kUnicode:
+    case Opcode::kGet:
+    case Opcode::kPut:
+      return {OperandShape::kLine};
+    case Opcode::kGlobal:
+    case Opcode::kInst:
+      return {OperandShape::kTwoLines};
+    case Opcode::kBinInt1:
+    case Opcode::kBinGet:
+    case Opcode::kBinPut:
+    case Opcode::kProto:
+    case Opcode::kExt1:
+      return {OperandShape::kFixed, 1};
+    case Opcode::kBinInt2:
+    case Opcode::kExt2:
+      return {OperandShape::kFixed, 2};
+    case Opcode::kBinInt:
+    case Opcode::kLongBinGet:
+    case Opcode::kLongBinPut:
+    case Opcode::kExt4:
+      return {OperandShape::kFixed, 4};
+    case Opcode::kBinFloat:
+    case Opcode::kFrame:
+      return {OperandShape::kFixed, 8};
+    case Opcode::kLong1:
+    case Opcode::kShortBinString:
+    case Opcode::kShortBinUnicode:
+      return {OperandShape::kCounted, 1};
+    case Opcode::kLong4:
+    case Opcode::kBinString:
+      return {OperandShape::kCounted, 4, true};
+    case Opcode::kBinUnicode:
+      return {OperandShape::kCounted, 4};
+    case Opcode::kBinUnicode8:
+      return {OperandShape::kCounted, 8};
+    case Opcode::kShortBinBytes:
+      return {OperandShape::kCountedBytes, 1};
+    case Opcode::kBinBytes:
+      return {OperandShape::kCountedBytes, 4};
+    case Opcode::kBinBytes8:
+    case Opcode::kByteArray8:
+      return {OperandShape::kCountedBytes, 8};
+    default:
+      return {};
+  }
+}
+
 }  // namespace pthload::pickle

@@ -94,4 +94,28 @@ inline constexpr int kHighestProtocol = 5;
 /// files under 0 and 1), or -1 for a byte that is no opcode.
 [[nodiscard]] int opcode_protocol(std::uint8_t opcode) noexcept;
 
+/// How an opcode's operand follows it (pickletools' argument descriptors), as CPython's
+/// unpickler reads it: the linear census and the auditor's model of CPython's buffered reads
+/// both take it from here, so they cannot disagree on where an operand ends.
+enum class OperandShape : std::uint8_t {
+  kNone,
+  kFixed,     ///< `width` bytes
+  kLine,      ///< bytes up to and including a newline (readline)
+  kTwoLines,  ///< two such lines (GLOBAL, INST)
+  kCounted,   ///< a little-endian length of `width` bytes, then that many bytes, both read as one
+              ///< buffered read each
+  kCountedBytes,  ///< the same, but CPython copies the payload with readinto (the bytes family),
+                  ///< which reads straight through a frame's end
+};
+
+struct OperandLayout {
+  OperandShape shape = OperandShape::kNone;
+  std::uint8_t width = 0;  ///< kFixed: the operand's size; kCounted*: the length's size
+  bool signed_length =
+      false;  ///< kCounted: a negative 4-byte length is an error (LONG4, BINSTRING)
+};
+
+/// The operand layout of `opcode` (kNone for a byte that is no opcode, too).
+[[nodiscard]] OperandLayout operand_layout(std::uint8_t opcode) noexcept;
+
 }  // namespace pthload::pickle

@@ -113,3 +113,35 @@ TEST_CASE("pickle audit hook: what ran before an error is still reported") {
               "cos\nsystem\n)R\xff"sv) ==
         std::vector<std::string>{"os.system", "call os.system", "error"});
 }
+
+TEST_CASE("pickle audit hook: STACK_GLOBAL from Python 2 strings, as Python 3 reads them") {
+  // STRING opcodes decode to str under torch.load (encoding 'utf-8'): they name a global.
+  CHECK(audit("S'os'\nS'system'\n\x93S'echo'\n\x85R.") ==
+        std::vector<std::string>{"os.system", "call os.system"});
+  // Bytes that are no UTF-8 make no str: the machine refuses the STACK_GLOBAL as Python does.
+  CHECK(audit("U\x02\xff\xfeU\x01x\x93.") == std::vector<std::string>{"error"});
+}
+
+TEST_CASE("pickle audit hook: BUILD is reported with its target, whatever it is") {
+  std::vector<std::string> targets;
+  RunOptions options;
+  options.on_build = [&](const Value& target, const Value& state) {
+    targets.push_back(std::string(pthload::pickle::kind_name(target.kind())) + " <- " +
+                      std::string(pthload::pickle::kind_name(state.kind())));
+  };
+  Machine machine;
+  // A BUILD on a global (the class itself): the machine refuses it after the hook saw it.
+  CHECK_THROWS_AS((void)machine.run(bytes_of("\x80\x02\x63"
+                                             "argparse\nNamespace\n}b."),
+                                    options),
+                  pthload::FormatError);
+  (void)machine.run(bytes_of("\x80\x02]}b."), options);
+  CHECK(targets == std::vector<std::string>{"global <- dict", "list <- dict"});
+}
+
+TEST_CASE("pickle census: opcode_starts lists where each opcode begins") {
+  const auto starts = pthload::pickle::opcode_starts(bytes_of("\x80\x02K\x05\x85."));
+  CHECK(starts == std::vector<std::size_t>{0, 2, 4, 5});
+  // Where reading stops at a byte that is no opcode, that byte is the last start.
+  CHECK(pthload::pickle::opcode_starts(bytes_of("N\xff")) == std::vector<std::size_t>{0, 1});
+}
