@@ -49,6 +49,8 @@ TEST_CASE("scan: a torch.save state dict is safe, its globals all interpreted") 
   CHECK(report.verdict == Verdict::kSafe);
   CHECK(report.format == "zip");
   CHECK(report.findings.empty());
+  CHECK(report.weights_only.accepted);
+  CHECK(report.weights_only.torch_version == "2.15.0");
   const auto* rebuild = find_global(report, "torch._utils", "_rebuild_tensor_v2");
   REQUIRE(rebuild != nullptr);
   CHECK(rebuild->called);
@@ -136,7 +138,7 @@ TEST_CASE("scan: only the first record's folder holds the pickles torch runs, as
   CHECK(report.format == "zip");
   CHECK(pthload::open(elsewhere.path()).format() == pthload::Format::kZip);
   CHECK(has_finding(report, "a code record outside a TorchScript archive"));
-  CHECK(has_finding(report, "a pickle record torch.save does not write"));
+  CHECK(has_finding(report, "a pickle record torch.load does not run"));
   CHECK(has_finding(report, "2 records lie outside the folder ck/ that the first record names"));
   CHECK(report.verdict == Verdict::kUnknown);
 
@@ -145,9 +147,97 @@ TEST_CASE("scan: only the first record's folder holds the pickles torch runs, as
                                          {.name = "other/data.pkl", .data = clean_pickle()}})
                                       .bytes);
   const auto misplaced_report = pthload::scan(misplaced.path());
-  CHECK(misplaced_report.verdict == Verdict::kNotACheckpoint);
-  CHECK(has_finding(misplaced_report, "no ck/data.pkl"));
+  // It holds a pickle another loader may run: judged, not "not a checkpoint"; torch refuses it.
+  CHECK(misplaced_report.verdict == Verdict::kUnknown);
+  CHECK(!misplaced_report.weights_only.accepted);
+  CHECK(misplaced_report.weights_only.reason == "a record lies outside the archive's folder");
   CHECK_THROWS_AS((void)pthload::open(misplaced.path()), pthload::FormatError);
+}
+
+TEST_CASE("scan: safe needs torch's weights-only loader to accept the file") {
+  // Nothing here runs code, yet weights_only=True refuses each: unknown, with torch's reason.
+  PickleWriter defaultdict;
+  defaultdict.global("collections", "defaultdict").mark().global("builtins", "list").tuple();
+  const auto refused = checkpoint_file(defaultdict.reduce().stop().bytes());
+  const auto report = pthload::scan(refused.path());
+  CHECK(report.verdict == Verdict::kUnknown);
+  CHECK(!report.weights_only.accepted);
+  CHECK(report.weights_only.reason.find("Unsupported global: GLOBAL collections.defaultdict") !=
+        std::string::npos);
+  CHECK(report.weights_only.where == "ck/data.pkl+0x2");
+
+  // Protocol 4 opcodes, every global allowed: still refused ("Unsupported operand 149", FRAME).
+  std::string framed = "\x80\x04\x95";
+  const std::string body = "}.";
+  for (int i = 0; i < 8; ++i)
+    framed += static_cast<char>(i == 0 ? body.size() : 0);
+  const auto protocol4 = checkpoint_file(framed + body);
+  const auto protocol4_report = pthload::scan(protocol4.path());
+  CHECK(protocol4_report.verdict == Verdict::kUnknown);
+  CHECK(protocol4_report.weights_only.reason == "Unsupported operand 149");
+  CHECK(protocol4_report.findings.empty());
+}
+
+TEST_CASE("scan: a name allowed in part is not allowed") {
+  for (const auto& [module, name] : {std::pair{"torch._utils", "_rebuild_tensor_v2x"},
+                                     std::pair{"torch", "_utils._rebuild_tensor_v2"},
+                                     std::pair{"torch._utils.x", "_rebuild_tensor_v2"}}) {
+    PickleWriter p;
+    p.global(module, name).empty_tuple().reduce().stop();
+    const auto file = checkpoint_file(p.bytes());
+    const auto report = pthload::scan(file.path());
+    CAPTURE(module);
+    CAPTURE(name);
+    CHECK(report.verdict == Verdict::kUnknown);
+    const auto* global = find_global(report, module, name);
+    REQUIRE(global != nullptr);
+    CHECK(global->verdict == Verdict::kUnknown);
+    CHECK(!global->reason.empty());
+  }
+}
+
+TEST_CASE("scan: a dangerous record decides the verdict whatever the layout") {
+  using pthload::test::TempFile;
+  using pthload::test::zip_build::build;
+  PickleWriter eval;
+  eval.global("builtins", "eval").mark().str("1").tuple().reduce().stop();
+  // data.pkl at the root: torch refuses the layout, unzip and pickle.load do not.
+  const auto root = TempFile(build({{.name = "data.pkl", .data = eval.bytes()}}).bytes);
+  const auto report = pthload::scan(root.path());
+  CHECK(report.verdict == Verdict::kDangerous);
+  CHECK(report.format == "zip");
+  CHECK(!report.weights_only.accepted);
+  // A zip of no pickle at all is no checkpoint.
+  const auto text = TempFile(build({{.name = "a/readme.txt", .data = "hi\n"}}).bytes);
+  CHECK(pthload::scan(text.path()).verdict == Verdict::kNotACheckpoint);
+}
+
+TEST_CASE("scan: Python 2 text strings name a STACK_GLOBAL as Python 3 reads them") {
+  const std::string path = "scan_test_string_stack_global.pkl";
+  std::ofstream(path, std::ios::binary) << "S'os'\nS'system'\n\x93S'echo'\n\x85R.";
+  const auto report = pthload::scan(path);
+  std::remove(path.c_str());
+  CHECK(report.verdict == Verdict::kDangerous);
+  const auto* system = find_global(report, "os", "system");
+  REQUIRE(system != nullptr);
+  CHECK(system->called);
+}
+
+TEST_CASE("scan: a global CPython reads past a frame's end is judged as CPython reads it") {
+  // FRAME of 3 bytes "cxx", then "os\ngetcwd\n": pthload reads the GLOBAL xxos.getcwd, the C
+  // unpickler drops "xx" and imports os.getcwd.
+  std::string pickle = "\x80\x04\x95";
+  for (int i = 0; i < 8; ++i)
+    pickle += static_cast<char>(i == 0 ? 3 : 0);
+  pickle += "cxxos\ngetcwd\n)R.";
+  const auto file = checkpoint_file(pickle);
+  const auto report = pthload::scan(file.path());
+  CHECK(report.verdict == Verdict::kDangerous);
+  const auto* as_cpython = find_global(report, "os", "getcwd");
+  REQUIRE(as_cpython != nullptr);
+  CHECK(as_cpython->where == "ck/data.pkl as CPython reads its frames");
+  CHECK(find_global(report, "xxos", "getcwd") != nullptr);
+  CHECK(has_finding(report, "reads past the end of its FRAME"));
 }
 
 TEST_CASE("verify_records: every record's CRC-32, one problem per bad record") {

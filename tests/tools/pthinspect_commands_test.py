@@ -488,20 +488,38 @@ for version in os.listdir(os.path.join(FIXTURES, "torch")):
     ordinary += [os.path.join(folder, f) for f in sorted(os.listdir(folder))
                  if f.endswith(".pt") and os.path.exists(os.path.join(folder, f[:-3] + ".expected.json"))
                  or f.endswith(".pt") and os.path.exists(os.path.join(folder, f[:-3] + ".expected.json.gz"))]
+# What torch.load(weights_only=True) of torch 2.x did with every fixture, recorded by
+# tools/scan_crosscheck.py --record (CI has no torch): scan's second answer must be the same.
+with open(os.path.join(FIXTURES, "weights_only_torch.txt")) as f:
+    torch_answers = dict(line.rstrip("\n").split("\t") for line in f if not line.startswith("#"))
+for rel, answer in sorted(torch_answers.items()):
+    result = run("scan", "--json", os.path.join(FIXTURES, rel))
+    got = json.loads(result.stdout)["files"][0] if result.stdout else {}
+    said = "accepted" if got.get("weights_only", {}).get("accepted") else "refused"
+    check(said == answer, f"scan {rel}: weights_only {said}, torch {answer}: {got.get('weights_only')}")
 for path in ordinary:
-    # Safe unless the checkpoint pickles classes pthload keeps opaque (a whole nn.Module): then
-    # unknown, exactly when `globals` reports an opaque global.
-    opaque = json.loads(run("globals", "--json", path).stdout)["opaque"] > 0
+    # Ordinary checkpoints: safe exactly where torch's weights-only loader accepts them (a pickled
+    # nn.Module class, numpy arrays, protocol 0/1 or 4/5 opcodes are refused there: unknown).
+    rel = os.path.relpath(path, FIXTURES)
     result = run("scan", "--json", path)
     got = json.loads(result.stdout)["files"][0] if result.stdout else {}
-    want = "unknown" if opaque else "safe"
+    want = "safe" if torch_answers.get(rel) == "accepted" else "unknown"
+    check(rel in torch_answers, f"{rel}: no recorded torch answer in weights_only_torch.txt")
     check(got.get("verdict") == want and result.returncode == status[want],
-          f"scan {os.path.relpath(path, FIXTURES)}: {got.get('verdict')}, expected {want}: "
+          f"scan {rel}: {got.get('verdict')}, expected {want}: "
           f"{got.get('findings')} {[g for g in got.get('globals', []) if g['verdict'] != 'safe']}")
     check(not any(g["verdict"] == "dangerous" for g in got.get("globals", [])),
           f"scan {path}: a dangerous global in an ordinary fixture")
 result = run("scan", os.path.join(FIXTURES, "scan", "zip_os_system.pt"), known)
 check(result.returncode == 2 and b"os.system (called)" in result.stdout, f"scan two files: {result}")
+# Over several files a dangerous one decides the exit status, even beside one that is no
+# checkpoint (exit 3 alone); the text output gives the weights-only answer on its own line.
+result = run("scan", os.path.join(FIXTURES, "scan", "not_a_checkpoint.txt"),
+             os.path.join(FIXTURES, "scan", "zip_os_system.pt"))
+check(result.returncode == 2, f"scan: a dangerous file beside no checkpoint: {result}")
+result = run("scan", os.path.join(FIXTURES, "scan", "zip_defaultdict.pt"))
+check(result.returncode == 1 and b"weights_only=True: refused: Unsupported global" in result.stdout
+      and b"collections.defaultdict (called)" in result.stdout, f"scan text output: {result}")
 
 # Hostile files: scan --json of every fuzz regression input ends in a verdict (exit 0-3) and
 # valid JSON, never an internal error or a crash, whatever bytes the names hold.
