@@ -17,7 +17,7 @@ Back to back, each process reuses the memory the one before it freed. `--pause S
 before every run, so that each meets memory as a process started once meets it: on a virtual
 machine whose balloon reports free memory to its host (this project's), a free 2 MiB block is
 handed back within a second, and the next process to take it as a huge page pays the host's
-faults (see lib/common/huge_pages.hpp). Measure a change to how memory is got both ways.
+faults (see lib/common/fresh_memory.hpp). Measure a change to how memory is got both ways.
 
 Usage:
   bench_ab.py --base OLD/pthbench --new NEW/pthbench [--mode view] [--pairs 31] FILE...

@@ -1,7 +1,11 @@
 // pthload: read PyTorch checkpoints without PyTorch or Python. The umbrella header.
 //
-// Threads. pthload keeps no global state but the fault injection hooks of its tests and the
-// registry of live byte holds (Tensor::hold_bytes, which has its own lock), so:
+// Threads. pthload keeps no global state but the fault injection hooks of its tests, the
+// registry of live byte holds (Tensor::hold_bytes, which has its own lock), and settings read
+// once and never changed: the environment variable PTHLOAD_HUGE_PAGES (=1: memory a load fills
+// in blocks of 2 MiB or more is advised MADV_HUGEPAGE; off by default: docs/performance.md, "The
+// memory policy") and constant tables built at first use. Nothing depends on timing or on what
+// ran before, so:
 // - load() and open() may run on any number of threads at once, of one file or of many.
 // - A loaded Checkpoint, and the Tensors and Storages it hands out, may be read from many threads
 //   at once without locking: every const member function only reads. Tensor copies share their

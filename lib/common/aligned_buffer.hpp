@@ -8,19 +8,15 @@
 
 namespace pthload::common {
 
-/// Owns `size` bytes aligned to kAlignment. Move-only; the bytes are not initialised.
+/// Owns `size` bytes aligned to kAlignment (to kLargeBlockBytes from that size on, as the memory
+/// policy of common/fresh_memory.hpp wants them). Move-only; the bytes are not initialised.
 class AlignedBuffer {
  public:
   static constexpr std::size_t kAlignment = 64;
 
-  /// Who fills a buffer: the thread that allocates it, at once (a buffer of 2 MiB or more then
-  /// has its whole huge pages faulted in by the constructor, where huge pages are cheap:
-  /// fault_in_huge_pages), or other threads later, which fault in what they fill themselves.
-  enum class Filled { kNow, kLater };
-
   AlignedBuffer() = default;
   /// Allocates `size` bytes; throws std::bad_alloc when the system refuses.
-  explicit AlignedBuffer(std::size_t size, Filled filled = Filled::kNow);
+  explicit AlignedBuffer(std::size_t size);
 
   [[nodiscard]] std::byte* data() noexcept { return storage_.get(); }
   [[nodiscard]] const std::byte* data() const noexcept { return storage_.get(); }

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/assert.hpp"
-#include "common/huge_pages.hpp"
+#include "common/fresh_memory.hpp"
 #include "pthload/error.hpp"
 
 namespace pthload::common {
@@ -145,11 +145,11 @@ void MappedFile::fill(std::uint64_t offset, std::uint64_t size) const {
   size = std::min<std::uint64_t>(size, bytes_.size() - offset);
   // The image is this object's own writable memory; bytes_ is const only for its readers.
   auto* target = static_cast<std::byte*>(image->address) + offset;
-  // Where one fill covers whole 2 MiB pages (the merged structure of a 100 000-tensor state
-  // dict, a record read whole), huge pages save a page fault per 4 KiB. Only there: advising
-  // the whole image gave each 30-byte local header of a 1 GB checkpoint its own 2 MiB page
-  // (115 MB of resident memory for its index).
-  (void)fault_in_huge_pages(target, static_cast<std::size_t>(size));
+  // Only where one fill covers whole blocks (the merged structure of a 100 000-tensor state
+  // dict, a record read whole) is the memory policy's advice given: given the whole image, it
+  // made each 30-byte local header of a 1 GB checkpoint cost 2 MiB (115 MB of resident memory
+  // for its index).
+  advise_fresh({target, static_cast<std::size_t>(size)});
   reader_->read_at(offset, {target, static_cast<std::size_t>(size)});
 }
 

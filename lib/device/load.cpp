@@ -7,7 +7,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "common/phase_marks.hpp"
 #include "common/prefetch.hpp"
 #include "device/backend.hpp"
@@ -149,8 +149,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     if (options.floating_dtype) check_floating_dtype(*options.floating_dtype);
     // Every device is decided and checked before any byte moves: a bad tag fails in
     // milliseconds, not after gigabytes were copied.
-    // 2.4 MB for 100 000 storages: huge pages of its own (where they are cheap), not 600 faults
-    // of 4 KiB.
+    // 2.4 MB for 100 000 storages: a mapping of its own (common/fresh_memory.hpp).
     std::vector<Planned, common::LargeArrayAllocator<Planned>> plan;
     int cuda_devices = -1;
     std::uint64_t total_bytes = 0;
@@ -194,7 +193,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
           continue;
         }
       }
-      if (plan.capacity() == 0) common::reserve_filled_soon(plan, state.storages.size() - i);
+      if (plan.capacity() == 0) plan.reserve(state.storages.size() - i);
       plan.push_back({&storage_state, device, internal::file_offset(storage_state)});
     }
     state.placed_bytes += viewed_bytes;
@@ -232,7 +231,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     std::vector<common::AlignedBuffer> scratch;  // inflated records, alive while they are copied
     cpu::FileCopyList cpu_copies;
     // Every storage a copy: 6 MB of copies for 100 000, grown by doubling they cost twice that.
-    if (options.copy_cpu_storages) common::reserve_filled_soon(cpu_copies, plan.size());
+    if (options.copy_cpu_storages) cpu_copies.reserve(plan.size());
     std::uint64_t cpu_copy_bytes = 0;
     for (std::size_t i = 0; i < plan.size(); ++i) {
       const Planned& planned = plan[i];

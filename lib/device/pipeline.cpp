@@ -316,8 +316,8 @@ std::vector<std::unique_ptr<internal::DeviceMemory>> run(const std::shared_ptr<B
     }
   }
 
-  // Pinning is slow where it was measured (an H200 machine: 64 MiB in 10 ms on huge pages, 39 ms
-  // through cudaHostAlloc, beside 22 ms for copying 953 MB), so the readers do not wait for all
+  // Pinning is slow where it was measured (an H200 machine: 64 MiB in 10 to 39 ms, beside 22 ms
+  // for copying 953 MB; cuda_backend.cpp), so the readers do not wait for all
   // of it: another thread pins the slots one by one, each device's first ones first, and hands
   // each to its ring as it comes. A failure stops the readers and is the load's error, whether
   // or not they still needed the slot.

@@ -53,10 +53,9 @@ class Interpreter {
         max_values_(limits_.max_pickle_values),
         max_nesting_(limits_.max_pickle_nesting),
         max_memo_(limits_.max_pickle_memo) {
-    // The values of a large pickle are then huge pages from their first megabytes; a small one
-    // still touches only what it uses. Not the memo's pages: they are freed when the run ends,
-    // and the tensors' names, allocated next, reuse their heap memory instead of faulting more
-    // (asking huge pages for the memo as well made naming 100 000 tensors 1 ms slower).
+    // The values of a large pickle then go to large blocks from their first megabytes; a small
+    // one still touches only what it uses. Not the memo's pages: they are freed when the run
+    // ends, and the tensors' names, allocated next, reuse their heap memory.
     arena_.expect(input.size() * kValueBytesPerPickleByte);
     base_ = top_ = fence_ = stack_buffer_.data();
     end_ = base_ + stack_buffer_.size();

@@ -14,8 +14,7 @@ namespace pthload::pickle {
 /// touches no memory ahead of use: a vector doubling its size (the machine's schedule for
 /// moving sparse keys in) held about twice the slots a pickle used, all zeroed, and copied them
 /// at each step — for the 675 000 memoized values of a 100 000-tensor pickle, 16 MiB written
-/// for 5 MiB of slots. The pages come from an arena whose large blocks are huge pages. Empty
-/// slots read as null.
+/// for 5 MiB of slots. The pages come from an arena. Empty slots read as null.
 class MemoPages {
  public:
   /// Keys below this have slots (null until set).

@@ -55,8 +55,8 @@ struct Access {
   }
   /// A shared storage with a default state for the caller to fill in place (through state()),
   /// in `arena`, which the storage keeps alive (common::ObjectArena): the storages of a
-  /// 100 000-tensor checkpoint are then a few huge pages, not 100 000 heap allocations faulted
-  /// in one 4 KiB page at a time, and no state is built to be moved, which cost a fifth of
+  /// 100 000-tensor checkpoint are then a few large blocks, not 100 000 heap allocations, and no
+  /// state is built to be moved, which cost a fifth of
   /// resolving a persistent id (both strings and the variant moved, the source destroyed).
   [[nodiscard]] static std::shared_ptr<Storage> make_empty_storage(
       const std::shared_ptr<common::ObjectArena>& arena) {

@@ -350,8 +350,6 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     auto opened = common::with_context({.path = name},
                                        [&] { return torch::open_checkpoint_file(path, options); });
     common::phases::end("read the structure");
-    // opened.warm_blocks stays alive until open() returns: the pickle's values and the storages
-    // open_mapped() makes take their blocks from it.
     auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
                                          std::move(opened.central_directory));
     torch::choose_tensors(internal::Access::state(checkpoint), options);

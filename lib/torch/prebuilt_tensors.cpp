@@ -10,8 +10,7 @@
 
 #include "common/assert.hpp"
 #include "common/checked.hpp"
-#include "common/huge_pages.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
 
@@ -66,11 +65,6 @@ constexpr std::size_t kPublishEvery = 32;
 // once per so many, not once per tensor.
 constexpr std::size_t kCatchUpTensors = 256;
 
-// How far ahead of the calls handed over the machine's thread faults in the tensor list
-// (populate_list_ahead): two batches, so the worker, which starts on a batch once it is handed
-// over, never reaches a page before it is there.
-constexpr std::size_t kPopulateAheadCalls = 2 * kBatchCalls;
-
 }  // namespace
 
 bool PrebuiltTensors::is_dense_kind(KnownGlobal kind) noexcept {
@@ -97,8 +91,8 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     // The lists never grow: the walk reads them while the worker appends (hand_over_rest()).
     // So they have room for every tensor the worker's memory admits (many views of a few
     // storages, as a flattened parameter's, included). Reserved is not yet memory: a large
-    // list is a mapping of its own, faulted in as it fills; twice the tensors torch writes
-    // for the pickle cost address space only.
+    // list is a mapping of its own (common/fresh_memory.hpp), memory only where it is filled;
+    // twice the tensors torch writes for the pickle cost address space only.
     const auto& archive = context_.checkpoint.archive;
     const std::size_t records = archive ? archive->entries().size() : 0;
     const std::size_t room =
@@ -107,18 +101,6 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     list_.reserve(first_ + room);
     calls_data_ = calls_.data();
     list_data_ = list_.data();
-    // A list of its own mapping (common::LargeArrayAllocator: 2 MiB aligned, and no other
-    // object's bytes) is faulted in ahead of the worker by this thread, as huge pages where they
-    // are cheap and in 4 KiB pages elsewhere: this thread has time to spare while the worker has
-    // none, since rebuilding a tensor costs more than making its call.
-    const std::size_t list_bytes = list_.capacity() * sizeof(NamedTensor);
-    if (list_bytes >= common::kLargeArrayBytes) {
-      list_reserved_end_ = reinterpret_cast<std::byte*>(list_.data()) + list_bytes;
-      list_populated_ =
-          reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(list_.data() + first_) &
-                                       ~std::uintptr_t{common::kHugePageBytes - 1});
-      list_reserved_ = list_populated_;
-    }
     worker_ = std::jthread([this] { work(); });
   } catch (const std::system_error&) {
     finished_ = true;  // no thread: every call is left to the walk
@@ -171,34 +153,6 @@ void PrebuiltTensors::hand_over_batch() {
   }
   wake_worker_.notify_one();
   batch_.reserve(kBatchCalls);  // the worker's emptied batch, most often: no allocation
-  populate_list_ahead();
-}
-
-void PrebuiltTensors::populate_list_ahead() noexcept {
-  if (list_populated_ == nullptr) return;
-  const std::size_t ahead = (handed_over_ + kPopulateAheadCalls) * sizeof(NamedTensor);
-  const auto* wanted =
-      list_reserved_ +
-      std::min<std::size_t>(ahead, static_cast<std::size_t>(list_reserved_end_ - list_reserved_));
-  if (wanted <= list_populated_) return;
-  // Whole huge pages at a time, within the list.
-  const auto step_end = (reinterpret_cast<std::uintptr_t>(wanted) + common::kHugePageBytes - 1) &
-                        ~std::uintptr_t{common::kHugePageBytes - 1};
-  std::byte* end = std::min(reinterpret_cast<std::byte*>(step_end), list_reserved_end_);
-  const auto step = static_cast<std::size_t>(end - list_populated_);
-  // Where huge pages are dear, or the range is left to small pages (a host that takes back free
-  // memory), the step is faulted in all the same, in 4 KiB pages: they cost the worker as much
-  // to fault as this thread, and the worker has no time to spare. Only a kernel that cannot
-  // populate leaves the list to the worker.
-  if (!common::fault_in_huge_pages(list_populated_, step) &&
-      !common::populate_for_writing(list_populated_, step)) {
-    list_populated_ = nullptr;
-    return;
-  }
-  // Aligned for the next call (madvise takes whole pages): a huge page left partly populated at
-  // the list's end is asked for again, which costs nothing.
-  list_populated_ = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(end) &
-                                                 ~std::uintptr_t{common::kHugePageBytes - 1});
 }
 
 void PrebuiltTensors::work() {

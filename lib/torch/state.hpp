@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "common/mapped_file.hpp"
 #include "common/short_text.hpp"
 #include "pickle/machine.hpp"
@@ -110,8 +110,7 @@ struct StorageState {
   return storage.file_range && !storage.file_range->file ? storage.file_range->offset : 0;
 }
 
-/// A checkpoint's tensors: the list of 100 000 tensors (15 MB) is filled as it is allocated, so
-/// it gets huge pages of its own.
+/// A checkpoint's tensors: the list of 100 000 tensors (15 MB) gets a mapping of its own.
 using TensorList = std::vector<NamedTensor, common::LargeArrayAllocator<NamedTensor>>;
 
 struct CheckpointState {

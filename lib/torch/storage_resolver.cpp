@@ -52,7 +52,7 @@ StorageResolver::StorageResolver(internal::CheckpointState& checkpoint, std::str
   // A checkpoint has about one storage per record and a few tensors per storage.
   const std::size_t records = checkpoint_.archive ? checkpoint_.archive->entries().size() : 0;
   storage_by_record_.resize(records);
-  common::reserve_filled_soon(made_, records);
+  made_.reserve(records);
   checkpoint_.storages.reserve(records);
 }
 

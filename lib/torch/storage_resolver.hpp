@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "common/object_arena.hpp"
 #include "pickle/codecs.hpp"
 #include "pickle/value.hpp"
@@ -77,8 +77,8 @@ class StorageResolver {
   // The storage `made` for an earlier persistent id of `key`, which must agree with this one.
   StorageRef known_storage(Made& made, std::string_view key, Dtype dtype, std::uint64_t numel,
                            std::string_view location);
-  // Every storage made for a record, in the order made (2.4 MB for 100 000: huge pages of its
-  // own, not 600 faults of 4 KiB).
+  // Every storage made for a record, in the order made (2.4 MB for 100 000: a mapping of its
+  // own).
   std::vector<Made, common::LargeArrayAllocator<Made>> made_;
   // Indexed like the archive's entries: a key names exactly one record, which must be looked up
   // anyway, so its index finds the storage without hashing the key again. Positions in made_

@@ -334,8 +334,8 @@ void read_elements(const Tensor& tensor, common::AlignedBuffer& window, Consume&
   }
   if (tensor.is_contiguous()) {
     // 1 MiB: reads of that size run at the page cache's copy speed here, and the chunk is still
-    // in cache when it is hashed. A fresh 4 MiB chunk for each tensor cost more in page faults
-    // than the reads themselves (lib/torch/content_checksum.hpp).
+    // in cache when it is hashed. A fresh 4 MiB chunk for each tensor cost more in fresh
+    // memory than the reads themselves (lib/torch/content_checksum.hpp).
     constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
     const auto total = static_cast<std::size_t>(count * item);
     if (window.size() < std::min(total, kChunkBytes)) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/limits.hpp"
 #include "zip/central_directory.hpp"

@@ -8,7 +8,7 @@
 
 #include "common/byte_reader.hpp"
 #include "common/check.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "pthload/error.hpp"
 #include "zip/extra_field.hpp"
 #include "zip/signatures.hpp"
@@ -160,7 +160,7 @@ CentralDirectory read_central_directory(std::span<const std::byte> file, const E
   const auto directory = file.subspan(end.central_directory_offset, end.central_directory_size);
   CentralDirectory result{.end = end};
   EntryList& entries = result.entries;
-  common::reserve_filled_soon(entries, end.entry_count);
+  entries.reserve(end.entry_count);
   // Names are indexed a few dozen at a time as they are read, while their bytes are in the
   // cache.
   constexpr std::size_t kIndexEvery = 64;

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 
 #include "pthload/limits.hpp"
 #include "zip/end_records.hpp"
@@ -14,7 +14,7 @@
 
 namespace pthload::zip {
 
-/// An archive's entries: a 100 000-record index (6 MB) gets huge pages of its own.
+/// An archive's entries: a 100 000-record index (6 MB) gets a mapping of its own.
 using EntryList = std::vector<Entry, common::LargeArrayAllocator<Entry>>;
 
 /// What read_end_records and read_central_directory found in a file: handed from the reader

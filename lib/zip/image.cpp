@@ -7,8 +7,7 @@
 
 #include "common/byte_reader.hpp"
 #include "common/checked.hpp"
-#include "common/huge_pages.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "pthload/error.hpp"
 #include "zip/central_directory.hpp"
 #include "zip/end_records.hpp"
@@ -100,8 +99,8 @@ class HeaderWindow {
   }
 
  private:
-  // One huge page: filled, a window costs one page fault (common/large_arrays.hpp), not 256.
-  static constexpr std::uint64_t kWindowBytes = common::kLargeArrayBytes;
+  // One large block (common/fresh_memory.hpp), reused from window to window.
+  static constexpr std::uint64_t kWindowBytes = common::kLargeBlockBytes;
 
   void move_to(std::uint64_t offset, std::uint64_t needed, std::uint64_t wanted_end) {
     const std::uint64_t end = std::min({file_size_, std::max(offset + needed, wanted_end),
@@ -112,7 +111,6 @@ class HeaderWindow {
       const std::size_t capacity =
           std::max(size, std::min<std::size_t>(2 * capacity_, kWindowBytes));
       buffer_ = common::make_large_block(capacity);
-      (void)common::fault_in_huge_pages(buffer_.get(), capacity);
       capacity_ = capacity;  // only once the block is there: make_large_block may throw
     }
     reader_.read_at(offset, std::span(buffer_.get(), size));
@@ -185,8 +183,7 @@ bool resolve_local_headers(const common::MappedFile& image, EntryList& entries) 
 
 std::optional<CentralDirectory> fill_archive_image(
     const common::MappedFile& image, const Limits& limits,
-    const std::function<bool(const Entry&)>& leave_out, LocalHeaders local_headers,
-    const std::function<void(const EndRecords&)>& on_end_records) {
+    const std::function<bool(const Entry&)>& leave_out, LocalHeaders local_headers) {
   const auto file = image.bytes();
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
@@ -199,7 +196,6 @@ std::optional<CentralDirectory> fill_archive_image(
   CentralDirectory directory;
   try {
     const EndRecords end = read_end_records(file);
-    if (on_end_records) on_end_records(end);
     if (end.central_directory_offset < size - tail) {
       image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
     }

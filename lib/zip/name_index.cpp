@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "common/assert.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 
 namespace pthload::zip {
 namespace {
@@ -72,7 +72,6 @@ NameIndex::NameIndex(std::size_t count, std::size_t probe_budget) : probes_left_
   // every search.
   constexpr std::size_t kSmallest = 16;
   const std::size_t slots = std::max(kSmallest, std::bit_ceil(2 * count));
-  common::reserve_filled_soon(slots_, slots);
   slots_.resize(slots);
 }
 

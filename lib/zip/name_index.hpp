@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "zip/entry.hpp"
 
 namespace pthload::zip {

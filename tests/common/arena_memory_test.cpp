@@ -1,4 +1,4 @@
-// common::map_large_array, LargeArrayAllocator and BumpArena: the memory a 100 000-tensor
+// common::map_fresh, LargeArrayAllocator and BumpArena: the memory a 100 000-tensor
 // checkpoint's metadata is built in.
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/bump_arena.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 
 namespace pthload::common {
 namespace {
@@ -31,13 +31,13 @@ bool aligned_to(const void* pointer, std::size_t alignment) {
 
 }  // namespace
 
-TEST_CASE("common: a large array is huge-page aligned, zeroed and costs no spare address space") {
+TEST_CASE("common: a large block is 2 MiB aligned, zeroed and costs no spare address space") {
   const std::size_t size = (std::size_t{6} << 20) + 100;
   (void)vm_size_kib();  // whatever reading /proc first allocates is not counted below
   const std::uint64_t before = vm_size_kib();
-  std::byte* block = map_large_array(size);
+  std::byte* block = map_fresh(size);
   const std::uint64_t after = vm_size_kib();
-  CHECK(aligned_to(block, kHugePageBytes));
+  CHECK(aligned_to(block, kLargeBlockBytes));
   CHECK(std::all_of(block, block + size, [](std::byte b) { return b == std::byte{0}; }));
   std::fill(block, block + size, std::byte{0x5a});
   CHECK(block[size - 1] == std::byte{0x5a});
@@ -46,7 +46,7 @@ TEST_CASE("common: a large array is huge-page aligned, zeroed and costs no spare
     // block's own pages.
     CHECK(after - before == (size + 4095) / 4096 * 4);
   }
-  unmap_large_array(block, size);
+  unmap_fresh(block, size);
   if (before != 0) CHECK(vm_size_kib() == before);
 }
 
@@ -54,8 +54,8 @@ TEST_CASE("common: LargeArrayAllocator serves small arrays from the heap and lar
   std::vector<std::uint64_t, LargeArrayAllocator<std::uint64_t>> values;
   for (std::uint64_t i = 0; i < 1'000'000; ++i)
     values.push_back(i * 3);
-  CHECK(values.capacity() * sizeof(std::uint64_t) >= kLargeArrayBytes);
-  CHECK(aligned_to(values.data(), kHugePageBytes));
+  CHECK(values.capacity() * sizeof(std::uint64_t) >= kLargeBlockBytes);
+  CHECK(aligned_to(values.data(), kLargeBlockBytes));
   bool intact = true;
   for (std::uint64_t i = 0; i < values.size(); ++i)
     intact = intact && values[i] == i * 3;
@@ -103,10 +103,10 @@ TEST_CASE("common: BumpArena::expect sizes the next blocks, within the largest b
 
   // Sizes round up to a power of two and stop at the largest block (4 MiB): an expectation of
   // a gigabyte reserves no gigabyte.
-  BumpArena huge;
-  huge.expect(std::size_t{1} << 30);
-  (void)huge.allocate(8, 8);
-  CHECK(huge.bytes_reserved() == std::size_t{4} << 20);
+  BumpArena large;
+  large.expect(std::size_t{1} << 30);
+  (void)large.allocate(8, 8);
+  CHECK(large.bytes_reserved() == std::size_t{4} << 20);
   BumpArena odd;
   odd.expect(5000);
   (void)odd.allocate(8, 8);

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 
 using pthload::device::cpu::PackedCopies;
 
@@ -63,8 +63,8 @@ TEST_CASE("device: packed copies leave empty and large storages to buffers of th
 }
 
 TEST_CASE("device: a block of packed copies outlives the PackedCopies that cut it") {
-  // Past a huge page: the block is a mapping of its own.
-  const std::size_t pieces = 2 * pthload::common::kLargeArrayBytes / 64 + 1;
+  // Past kLargeBlockBytes: the block is a mapping of its own.
+  const std::size_t pieces = 2 * pthload::common::kLargeBlockBytes / 64 + 1;
   std::shared_ptr<const std::byte> kept;
   std::span<std::byte> last;
   {

@@ -458,9 +458,8 @@ TEST_CASE("torch: open() of a large pickle lists the same with one parse thread 
 }
 
 TEST_CASE("torch: an open() of 24 000 records lists the same with one parse thread and two") {
-  // With two, reading the archive's index starts a thread that faults in arena blocks for the
-  // pickle's values and the storages (common/warm_blocks.hpp: 24 000 entries ask for two 4 MiB
-  // blocks); with one, every block comes from the system.
+  // With two, a worker rebuilds the tensors while the pickle runs, into a list large enough to
+  // be a mapping of its own; with one, the walk rebuilds them.
   constexpr int kRecords = 24'000;
   PickleWriter p;
   p.empty_dict();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "common/huge_pages.hpp"
+#include "common/fresh_memory.hpp"
 #include "device/worker_threads.hpp"
 
 namespace pthload::device::cpu {
@@ -16,10 +16,10 @@ namespace {
 // A copy this small joins its neighbours in the file: a 100 000-tensor optimizer state's
 // storages of 16 bytes each cost one pread per kRunBytes of file, not one each.
 constexpr std::size_t kSmallCopyBytes = std::size_t{1} << 20;
-// The most file a run of small copies spans: it is read into a scratch buffer first, fresh
-// memory a reading thread faults in once and reuses. 1 MiB of it holds 8 000 records of an
-// optimizer state; 8 MiB (a chunk, as before) added its page faults to a 100 000-tensor copy
-// load and 7 MiB to its peak memory, for 12 preads fewer.
+// The most file a run of small copies spans: it is read into a scratch buffer first, which a
+// reading thread gets once and reuses. 1 MiB of it holds 8 000 records of an optimizer state;
+// 8 MiB (a chunk, as before) added the cost of its fresh memory to a 100 000-tensor copy load
+// and 7 MiB to its peak memory, for 12 preads fewer.
 constexpr std::size_t kRunBytes = std::size_t{1} << 20;
 // What may lie between one record's data and the next record's local header: the first's data
 // descriptor (signature, CRC-32 and two sizes, 8 bytes each with zip64), APPNOTE 4.3.9.
@@ -75,10 +75,8 @@ std::size_t read_unit(const Unit& unit, common::AlignedBuffer& scratch) {
   const FileCopy& first = *unit.first;
   if (unit.count == 1) {
     if (unit.size > 0) {
-      // Fresh memory, filled by this thread now: huge pages where they are cheap (worth timing
-      // one for as a piece of the whole storage), else small pages faulted in before the read.
-      common::fault_in_for_writing(first.destination.data() + unit.offset, unit.size,
-                                   first.destination.size());
+      // Fresh memory this thread fills now, by pread (common/fresh_memory.hpp).
+      common::prepare_for_pread(first.destination.subspan(unit.offset, unit.size));
       first.file->copy_out(first.source.subspan(unit.offset, unit.size),
                            first.destination.subspan(unit.offset, unit.size), first.record);
     }

@@ -1,7 +1,7 @@
 // Reading the owned copies of CPU storages from their files with several threads at once. A
-// copy load is bound by the kernel's copy into fresh memory and the page faults that memory
-// costs, and both scale with cores: two threads read a 0.95 GB checkpoint into huge-page
-// buffers in 117 ms on a 2-core machine, one in 225 ms (a reused 1 MiB buffer: 155 ms).
+// copy load is bound by the kernel's copy into fresh memory and what getting that memory costs,
+// and both scale with cores: two threads read a 0.95 GB checkpoint into fresh buffers in 117 ms
+// on a 2-core machine, one in 225 ms (a reused 1 MiB buffer: 155 ms).
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "common/mapped_file.hpp"
 #include "device/pipeline.hpp"
 
@@ -33,8 +33,8 @@ struct FileCopy {
   static constexpr std::size_t kNoHeader = SIZE_MAX;
 };
 
-/// The copies of one load: a copy load of 100 000 small storages lists 6 MB of them, which
-/// fill huge pages of their own (common/large_arrays.hpp), not 1 600 pages of 4 KiB.
+/// The copies of one load: a copy load of 100 000 small storages lists 6 MB of them, in a
+/// mapping of their own (common/fresh_memory.hpp).
 using FileCopyList = std::vector<FileCopy, common::LargeArrayAllocator<FileCopy>>;
 
 /// Copies below this total are read by the calling thread alone: starting threads costs more

@@ -3,8 +3,7 @@
 #include <utility>
 
 #include "common/aligned_buffer.hpp"
-#include "common/huge_pages.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 
 namespace pthload::device::cpu {
 namespace {
@@ -14,15 +13,14 @@ constexpr std::size_t piece_size(std::uint64_t nbytes) noexcept {
          ~(PackedCopies::kPieceAlignment - 1);
 }
 
-// One block of `size` bytes (a multiple of kPieceAlignment), owned by the shared pointer: from a
-// huge page on, a mapping of its own (filled at once, it costs a fault per 2 MiB where huge pages
-// are cheap); below, an aligned heap buffer.
+// One block of `size` bytes (a multiple of kPieceAlignment), owned by the shared pointer: from
+// kLargeBlockBytes on, a mapping of its own (common/fresh_memory.hpp); below, an aligned heap
+// buffer.
 std::shared_ptr<std::byte> allocate_block(std::size_t size) {
-  if (size >= common::kLargeArrayBytes) {
-    std::byte* block = common::map_large_array(size);
-    (void)common::fault_in_huge_pages(block, size);
+  if (size >= common::kLargeBlockBytes) {
+    std::byte* block = common::map_fresh(size);
     // shared_ptr frees the block with the deleter if its control block cannot be allocated.
-    return {block, [size](std::byte* owned) { common::unmap_large_array(owned, size); }};
+    return {block, [size](std::byte* owned) { common::unmap_fresh(owned, size); }};
   }
   auto buffer = std::make_shared<common::AlignedBuffer>(size);
   std::byte* const data = buffer->data();

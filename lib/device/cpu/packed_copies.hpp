@@ -33,7 +33,7 @@ class PackedCopies {
 
   /// A piece of `nbytes` bytes (is_packed), 64-byte aligned, or an empty span where the room
   /// expected is used up (the caller then allocates on its own). The block is allocated with the
-  /// first piece: huge pages of its own from 2 MiB on. Throws std::bad_alloc.
+  /// first piece: a mapping of its own from common::kLargeBlockBytes on. Throws std::bad_alloc.
   [[nodiscard]] std::span<std::byte> take(std::uint64_t nbytes);
 
   /// What a storage holding a piece keeps (null before the first take()).

@@ -115,8 +115,8 @@ bool place_on_cpu(const internal::CheckpointState& checkpoint, internal::Storage
       const bool in_block = !destination.empty();
       common::AlignedBuffer buffer;
       if (!in_block) {
-        // Filled by the copy workers (cpu/file_copies.cpp), which fault it in as they go.
-        buffer = common::AlignedBuffer(view->size(), common::AlignedBuffer::Filled::kLater);
+        // Filled by the copy workers (cpu/file_copies.cpp).
+        buffer = common::AlignedBuffer(view->size());
         destination = buffer.span().first(view->size());
       }
       deferred->push_back({.file = &file,

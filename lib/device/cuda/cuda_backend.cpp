@@ -1,5 +1,6 @@
 // The CUDA backend: the pipeline's calls as CUDA runtime calls (cudaMallocAsync-free: plain
-// cudaMalloc; portable pinned staging on huge pages, cudaHostAlloc where that fails;
+// cudaMalloc; portable pinned staging in the memory policy's mappings, cudaHostAlloc where that
+// fails;
 // cudaMemcpyAsync; events without timing).
 // The kernels are kernels.cu's when nvcc built them; without nvcc the same work is done on the
 // host through a round trip (slow, correct).
@@ -11,8 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/huge_pages.hpp"
-#include "common/large_arrays.hpp"
+#include "common/fresh_memory.hpp"
 #include "device/backend.hpp"
 #include "device/cpu/kernels.hpp"
 #include "pthload/device.hpp"  // cuda_device_count() is public: PTHLOAD_API exports it
@@ -36,26 +36,21 @@ cudaStream_t as_stream(StreamHandle stream) {
   return static_cast<cudaStream_t>(stream);
 }
 
-// A staging buffer of at least a huge page: common::map_large_array's 2 MiB aligned mapping on
-// huge pages (where they are cheap: common::fault_in_huge_pages), faulted in and pinned; nullptr
-// when any step fails or `bytes` is under a huge page (the caller then uses cudaHostAlloc).
-// Measured on an H200 machine (a Firecracker VM): cudaHostAlloc pinned 64 MiB in 38.8 ms, this
-// in 10.3 ms (pinning goes page by page, and huge pages are 512 times fewer).
-void* register_huge_pages(std::size_t bytes) {
-  if (bytes < common::kHugePageBytes) return nullptr;  // a small checkpoint's few small slots
+// A staging buffer of at least kLargeBlockBytes: common::map_fresh's mapping, as the memory
+// policy advises it, pinned in place; nullptr when any step fails or `bytes` is smaller (the
+// caller then uses cudaHostAlloc). Measured on an H200 machine (a Firecracker VM), with the
+// policy's PTHLOAD_HUGE_PAGES=1: cudaHostAlloc pinned 64 MiB in 38.8 ms, this in 10.3 ms.
+void* register_staging(std::size_t bytes) {
+  if (bytes < common::kLargeBlockBytes) return nullptr;  // a small checkpoint's few small slots
   std::byte* block = nullptr;
   try {
-    block = common::map_large_array(bytes);
+    block = common::map_fresh(bytes);
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
-  // Faulted in before pinning (where the kernel can), which then finds every page there: as
-  // huge pages where they are cheap.
-  (void)common::fault_in_huge_pages(block, bytes);
-  (void)common::populate_for_writing(block, bytes);
   if (cudaHostRegister(block, bytes, cudaHostRegisterPortable) != cudaSuccess) {
     cudaGetLastError();
-    common::unmap_large_array(block, bytes);
+    common::unmap_fresh(block, bytes);
     return nullptr;
   }
   return block;
@@ -96,7 +91,7 @@ class CudaBackend final : public Backend {
   void free(int, void* pointer) noexcept override { cudaFree(pointer); }
 
   void* allocate_staging(std::size_t bytes) override {
-    if (void* pointer = register_huge_pages(bytes)) {
+    if (void* pointer = register_staging(bytes)) {
       const std::lock_guard lock(registered_mutex_);
       registered_[pointer] = bytes;
       return pointer;
@@ -113,7 +108,7 @@ class CudaBackend final : public Backend {
       const std::lock_guard lock(registered_mutex_);
       if (const auto found = registered_.find(pointer); found != registered_.end()) {
         cudaHostUnregister(pointer);
-        common::unmap_large_array(static_cast<std::byte*>(pointer), found->second);
+        common::unmap_fresh(static_cast<std::byte*>(pointer), found->second);
         registered_.erase(found);
         return;
       }
