@@ -106,7 +106,7 @@ struct LoadOptions {
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};
 
-  // Which tensors to load, and under which names (README "Partial loading"). open() applies
+  // Which tensors to load, and under which names (docs/partial-loading.md). open() applies
   // them in this order: select, then rename_prefix, then only/exclude/filter on the new names.
   // Tensors left out are not in Checkpoint::tensors(); storages no remaining tensor views are
   // not in storages() and are never read or placed (a storage shared by a kept and a left-out

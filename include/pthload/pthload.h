@@ -157,9 +157,9 @@ typedef struct pthload_options {
   uint64_t max_pickle_memo;
   uint64_t max_pickle_nesting;
   uint64_t max_pickle_values;
-  /* Choosing tensors (pthload::LoadOptions' select, rename_prefix, only, exclude; README
-   * "Partial loading"): applied in this order by open and load alike. Left-out tensors are not
-   * listed and their storages are never read or placed. The strings are read during the call
+  /* Choosing tensors (pthload::LoadOptions' select, rename_prefix, only, exclude;
+   * docs/partial-loading.md): applied in this order by open and load alike. Left-out tensors are
+   * not listed and their storages are never read or placed. The strings are read during the call
    * only; an array with a nonzero count must not be NULL (else PTHLOAD_ERROR_INVALID_ARGUMENT). */
   /** The sub-tree that is the state dict ("state_dict", "model", "ema"): only tensors named
    *  "<select>.<rest>" are kept, named "<rest>". NULL or "": the whole tree. */

@@ -1,6 +1,6 @@
 // torch.distributed.checkpoint directories (`.metadata` + `__<rank>_<n>.distcp` files, written
 // by dcp.save / FileSystemWriter) opened as one Checkpoint (DESIGN.md "Sets of files";
-// docs/format.md §12; README "torch.distributed.checkpoint directories").
+// docs/format.md §12; docs/dcp.md).
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // Choosing which tensors of a checkpoint to load and under which names: LoadOptions' select,
-// rename_prefix, only, exclude and filter (README "Partial loading").
+// rename_prefix, only, exclude and filter (docs/partial-loading.md).
 #pragma once
 
 #include <optional>

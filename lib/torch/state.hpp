@@ -144,7 +144,7 @@ struct CheckpointState {
   /// keeps it true; whatever lists a tensor afterwards must clear it.
   bool no_wrapper_subclasses = false;
   /// Bytes of storage placement has taken from the file (a view counts its storage's bytes: it
-  /// is what the caller may read); partial loads are tested by it (README "Partial loading").
+  /// is what the caller may read); partial loads are tested by it (docs/partial-loading.md).
   std::uint64_t placed_bytes = 0;
 };
 

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help is a ParseError that exits 0; every real usage error exits 2, as README says.
+    // --help is a ParseError that exits 0; every real usage error exits 2, as docs/pthinspect.md
+    // says.
     return app.exit(e) == 0 ? 0 : 2;
   }
   for (const auto& command : commands) {
