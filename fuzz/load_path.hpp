@@ -19,10 +19,10 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
-#include "torch/access.hpp"
+#include "checkpoint/access.hpp"
 #include "torch/globals.hpp"
-#include "torch/open.hpp"
-#include "torch/state.hpp"
+#include "formats/open.hpp"
+#include "checkpoint/state.hpp"
 
 namespace pthload::fuzz {
 
@@ -137,7 +137,7 @@ inline void load_every_way(std::span<const std::byte> bytes) {
   for (const bool copy : {false, true}) {
     try {
       const auto options = fuzz_options(copy);
-      auto checkpoint = torch::open_mapped(file, "fuzz.pt", options);
+      auto checkpoint = formats::open_mapped(file, "fuzz.pt", options);
       if (!copy) {
         check_every_tensor_listed(checkpoint);
         // What `pthinspect globals` and `tree` show, once per input: same tree either way.

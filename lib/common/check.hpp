@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -60,6 +61,19 @@ decltype(auto) with_context(const ContextToAdd& add, Body&& body) {
   } catch (Error& e) {
     fill_missing(e.context(), add);
     throw;
+  }
+}
+
+/// with_context, and a std::bad_alloc escaping `body` becomes OutOfMemoryError (kOutOfMemory,
+/// "out of memory while <doing>", with `add`'s path and record): what the rooms that open and
+/// load checkpoints tell their callers, said once.
+template <typename Body>
+decltype(auto) with_context(const ContextToAdd& add, std::string_view doing, Body&& body) {
+  try {
+    return with_context(add, std::forward<Body>(body));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(Errc::kOutOfMemory, fmt::format("out of memory while {}", doing),
+                           {.path = std::string(add.path), .record = std::string(add.record)});
   }
 }
 

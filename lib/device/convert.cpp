@@ -6,12 +6,12 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 #include "device/convert.hpp"
 #include "device/cpu/kernels.hpp"
 #include "device/pipeline.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::device {
 namespace {

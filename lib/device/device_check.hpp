@@ -4,8 +4,8 @@
 
 #include <string>
 
+#include "checkpoint/state.hpp"
 #include "pthload/device.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::device {
 

@@ -1,4 +1,4 @@
-// load(): open() the checkpoint, decide every storage's device (map_location or its tag), check
+// place_storages(): decide every storage's device (map_location or its tag), check
 // that those devices exist, then place the storages in file order (one pass over the file).
 #include <fmt/format.h>
 
@@ -7,6 +7,10 @@
 #include <set>
 #include <unordered_set>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/select.hpp"
+#include "checkpoint/state.hpp"
+#include "common/check.hpp"
 #include "common/fresh_memory.hpp"
 #include "common/phase_marks.hpp"
 #include "common/prefetch.hpp"
@@ -20,9 +24,6 @@
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
-#include "torch/select.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 namespace {
@@ -141,7 +142,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
                     const std::shared_ptr<Backend>& backend, PipelineReport* report,
                     ViewsPlaced views) {
   auto& state = internal::Access::state(checkpoint);
-  try {
+  return common::with_context({.path = state.path}, [&] {
     // The index and pickle were read at open(); a file written or truncated since would mix
     // them with other bytes, and views of a truncated mapping would raise SIGBUS later.
     if (state.file) state.file->check_unchanged();
@@ -200,7 +201,7 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
     resolve_wrapper_devices(state, options);
     // The plan holds only kept storages: dropping the skipped ones (and their tensors) frees
     // nothing the plan points at.
-    torch::drop_storages(state, skipped);
+    internal::drop_storages(state, skipped);
     // File order: one forward pass over the file. torch usually writes storages in the order the
     // pickle meets them, so the plan is often sorted already.
     const auto by_offset = [](const Planned& a, const Planned& b) {
@@ -298,38 +299,9 @@ void place_storages(Checkpoint& checkpoint, const LoadOptions& options,
       }
     }
     if (options.floating_dtype) convert_storages(checkpoint, *options.floating_dtype, backend);
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state.path;
-    throw;
-  }
+  });
 }
 
 }  // namespace device
-
-Checkpoint load(const std::filesystem::path& path, const LoadOptions& options) {
-  try {
-    Checkpoint checkpoint = open(path, options);
-    // A failure drops the checkpoint: views need not wait for every device to be decided.
-    device::place_storages(checkpoint, options, device::cuda_backend(), nullptr,
-                           device::ViewsPlaced::kAsDecided);
-    common::phases::end("place the storages");
-    return checkpoint;
-  } catch (const std::bad_alloc&) {
-    // What open() and place_storages() did not name: the path, the shard index, a thread.
-    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while loading",
-                           {.path = path.string()});
-  }
-}
-
-Checkpoint load(std::span<const std::byte> bytes, const LoadOptions& options) {
-  try {
-    Checkpoint checkpoint = open(bytes, options);
-    device::place_storages(checkpoint, options, device::cuda_backend(), nullptr,
-                           device::ViewsPlaced::kAsDecided);
-    return checkpoint;
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while loading", {.path = "<memory>"});
-  }
-}
 
 }  // namespace pthload

@@ -4,15 +4,16 @@
 
 #include <cstring>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/byte_holds.hpp"
+#include "checkpoint/state.hpp"
 #include "common/assert.hpp"
+#include "common/check.hpp"
 #include "device/cpu/placement.hpp"
 #include "device/device_check.hpp"
 #include "device/pipeline.hpp"
 #include "device/place.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
-#include "torch/byte_holds.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 namespace device {
@@ -163,12 +164,9 @@ void move_storages(Checkpoint& checkpoint, Device device, const CudaOptions& opt
 }  // namespace device
 
 void Checkpoint::to(Device device, const CudaOptions& options) {
-  try {
+  common::with_context({.path = state_->path}, [&] {
     device::move_storages(*this, device, options, device::cuda_backend());
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state_->path;
-    throw;
-  }
+  });
 }
 
 }  // namespace pthload

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "device/backend.hpp"
 #include "pthload/options.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::device {
 

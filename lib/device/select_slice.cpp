@@ -10,6 +10,9 @@
 #include <numeric>
 #include <vector>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
+#include "common/check.hpp"
 #include "device/backend.hpp"
 #include "device/cpu/kernels.hpp"
 #include "device/cpu/placement.hpp"
@@ -17,8 +20,6 @@
 #include "device/pipeline.hpp"
 #include "pthload/error.hpp"
 #include "pthload/slice.hpp"
-#include "torch/access.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 namespace {
@@ -130,7 +131,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
                   std::int64_t end, Device device, const CudaOptions& cuda,
                   const std::shared_ptr<Backend>& backend) {
   const auto& state = internal::Access::state(checkpoint);
-  try {
+  return common::with_context({.path = state.path}, [&] {
     const Tensor& tensor = checkpoint.tensor(name);
     check_sliceable(tensor, name);
     if (device == kSkipStorage) {
@@ -234,10 +235,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     }
     return Tensor(internal::Access::make_storage(std::move(slice)), tensor.dtype(), sizes, strides,
                   0, tensor.requires_grad());
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state.path;
-    throw;
-  }
+  });
 }
 
 }  // namespace device

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 
+#include "checkpoint/access.hpp"
 #include "common/check.hpp"
 #include "common/checked.hpp"
 #include "pickle/codecs.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/storage_types.hpp"
 
 namespace pthload::torch {

@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "checkpoint/state.hpp"
 #include "legacy/stream.hpp"
 #include "pickle/codecs.hpp"
 #include "pickle/value.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::torch {
 

@@ -14,11 +14,11 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "checkpoint/access.hpp"
 #include "common/bump_arena.hpp"
 #include "common/checked.hpp"
 #include "pickle/print.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/globals.hpp"
 
 namespace pthload::torch {

@@ -14,12 +14,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "common/fresh_memory.hpp"
 #include "common/prefetch.hpp"
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/globals.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::torch {
 

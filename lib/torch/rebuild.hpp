@@ -22,13 +22,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "common/mapped_file.hpp"
 #include "pickle/value.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/globals.hpp"
 #include "torch/prebuilt_tensors.hpp"
 #include "torch/spelled_bytes.hpp"
-#include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
 
 namespace pthload::torch {

@@ -12,11 +12,11 @@
 
 #include <cstring>
 
+#include "checkpoint/access.hpp"
 #include "common/assert.hpp"
 #include "common/byte_reader.hpp"
 #include "common/check.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"
 

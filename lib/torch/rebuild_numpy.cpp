@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "checkpoint/access.hpp"
 #include "common/byte_reader.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/numpy_arrays.hpp"
 #include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"

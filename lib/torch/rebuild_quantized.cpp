@@ -5,8 +5,8 @@
 
 #include <memory>
 
+#include "checkpoint/access.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"

@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
+#include "checkpoint/access.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild.hpp"
 #include "torch/rebuild_args.hpp"

@@ -10,12 +10,12 @@
 #include <optional>
 #include <span>
 
+#include "checkpoint/access.hpp"
 #include "common/assert.hpp"
 #include "common/check.hpp"
 #include "common/checked.hpp"
 #include "common/prefetch.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
 #include "torch/globals.hpp"
 #include "torch/rebuild_args.hpp"
 #include "torch/storage_types.hpp"

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "common/fresh_memory.hpp"
 #include "common/object_arena.hpp"
 #include "pickle/codecs.hpp"
@@ -19,7 +20,6 @@
 #include "pthload/limits.hpp"
 #include "pthload/tensor.hpp"
 #include "torch/legacy_storages.hpp"
-#include "torch/state.hpp"
 #include "zip/entry.hpp"
 
 namespace pthload::torch {

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "checkpoint/state.hpp"
 #include "pickle/machine.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
@@ -15,7 +16,6 @@
 #include "torch/legacy_storages.hpp"
 #include "torch/prebuilt_tensors.hpp"
 #include "torch/rebuild.hpp"
-#include "torch/state.hpp"
 #include "torch/storage_resolver.hpp"
 
 namespace pthload::torch {

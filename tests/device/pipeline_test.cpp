@@ -19,8 +19,8 @@
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
-#include "torch/access.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 
 using pthload::Device;
 using pthload::Dtype;

@@ -15,7 +15,7 @@
 #include "guard.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
-#include "torch/open.hpp"
+#include "formats/open.hpp"
 
 namespace pthload::test::hostile {
 
@@ -35,7 +35,7 @@ inline Errc load_outcome(std::span<const std::byte> bytes) {
   try {
     for (const bool copy : {false, true}) {
       const auto options = cpu_options(copy);
-      auto checkpoint = torch::open_mapped(file, "hostile.pt", options);
+      auto checkpoint = formats::open_mapped(file, "hostile.pt", options);
       device::place_storages(checkpoint, options);
       std::uint64_t sink = 0;
       for (const auto& named : checkpoint.tensors())

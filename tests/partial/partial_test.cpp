@@ -32,9 +32,9 @@
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
-#include "torch/access.hpp"
-#include "torch/select.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/access.hpp"
+#include "checkpoint/select.hpp"
+#include "checkpoint/state.hpp"
 
 using pthload::Errc;
 using pthload::IoStrategy;
@@ -176,7 +176,7 @@ bool crashes(const std::function<void()>& body) {
 }  // namespace
 
 TEST_CASE("partial: globs match as fnmatch without special dots") {
-  using pthload::torch::glob_matches;
+  using pthload::internal::glob_matches;
   CHECK(glob_matches("layers.0.weight", "layers.0.weight"));
   CHECK_FALSE(glob_matches("layers.0.weight", "layers.0.weights"));
   CHECK(glob_matches("layers.*", "layers.0.weight"));
@@ -197,19 +197,19 @@ TEST_CASE("partial: globs match as fnmatch without special dots") {
 TEST_CASE("partial: select strips the sub-tree's name, then the first matching prefix is renamed") {
   pthload::LoadOptions options{.select = "state_dict",
                                .rename_prefix = {{"module.", ""}, {"module.x", "never"}}};
-  CHECK(pthload::torch::renamed(options, "state_dict.module.x.weight") == "x.weight");
-  CHECK(pthload::torch::renamed(options, "state_dict.head") == "head");
-  CHECK_FALSE(pthload::torch::renamed(options, "state_dictx.head").has_value());
-  CHECK_FALSE(pthload::torch::renamed(options, "state_dict").has_value());
-  CHECK_FALSE(pthload::torch::renamed(options, "ema.head").has_value());
+  CHECK(pthload::internal::renamed(options, "state_dict.module.x.weight") == "x.weight");
+  CHECK(pthload::internal::renamed(options, "state_dict.head") == "head");
+  CHECK_FALSE(pthload::internal::renamed(options, "state_dictx.head").has_value());
+  CHECK_FALSE(pthload::internal::renamed(options, "state_dict").has_value());
+  CHECK_FALSE(pthload::internal::renamed(options, "ema.head").has_value());
   options.only = {"x.*", "head"};
   options.exclude = {"*.bias"};
   options.filter = [](std::string_view name) { return name != "x.skip"; };
-  CHECK(pthload::torch::chosen(options, "x.weight"));
-  CHECK(pthload::torch::chosen(options, "head"));
-  CHECK_FALSE(pthload::torch::chosen(options, "x.bias"));
-  CHECK_FALSE(pthload::torch::chosen(options, "x.skip"));
-  CHECK_FALSE(pthload::torch::chosen(options, "y.weight"));
+  CHECK(pthload::internal::chosen(options, "x.weight"));
+  CHECK(pthload::internal::chosen(options, "head"));
+  CHECK_FALSE(pthload::internal::chosen(options, "x.bias"));
+  CHECK_FALSE(pthload::internal::chosen(options, "x.skip"));
+  CHECK_FALSE(pthload::internal::chosen(options, "y.weight"));
 }
 
 TEST_CASE("partial: a slice without elements keeps torch's strides, even beside huge sizes") {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "pthload/checkpoint.hpp"
-#include "torch/access.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include "safetensors/safetensors_builder.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
-#include "torch/access.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 
 using pthload::Errc;
 using pthload::test::error_code_of;

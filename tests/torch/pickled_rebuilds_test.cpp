@@ -17,7 +17,7 @@
 #include "support/pickle_writer.hpp"
 #include "support/pickled_tensors.hpp"
 #include "torch/naming.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/state.hpp"
 #include "torch/tensor_builder.hpp"
 
 using pthload::Errc;

@@ -10,7 +10,7 @@
 
 #include "pthload/dtype.hpp"
 #include "pthload/tensor.hpp"
-#include "torch/access.hpp"
+#include "checkpoint/access.hpp"
 
 using pthload::Dtype;
 using pthload::Layout;

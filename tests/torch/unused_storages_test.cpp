@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "torch/access.hpp"
-#include "torch/state.hpp"
-#include "torch/unused_storages.hpp"
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
+#include "checkpoint/unused_storages.hpp"
 
 using pthload::internal::Access;
 
@@ -64,7 +64,7 @@ TEST_CASE("torch: unused storages are those no listed tensor uses, however they 
       checkpoint.tensors.push_back(
           {"t" + std::to_string(used), tensor_over(checkpoint.storages[used])});
     checkpoint.metadata_storages.push_back(checkpoint.storages[3].get());
-    pthload::torch::record_unused_storages(checkpoint);
+    pthload::internal::record_unused_storages(checkpoint);
     CHECK(unused_keys(checkpoint) == std::vector<std::string>{"0", "2", "5"});
     for (std::size_t i = 0; i < checkpoint.storages.size(); ++i)
       CHECK(Access::state(*checkpoint.storages[i]).index == i);
@@ -80,7 +80,7 @@ TEST_CASE("torch: a tensor over a storage outside the list leaves the other tens
   const auto outside = storage("outside");
   checkpoint.tensors.push_back({"outside", tensor_over(outside)});
   checkpoint.tensors.push_back({"t2", tensor_over(checkpoint.storages[2])});
-  pthload::torch::record_unused_storages(checkpoint);
+  pthload::internal::record_unused_storages(checkpoint);
   CHECK(unused_keys(checkpoint) == std::vector<std::string>{"0", "1", "3"});
 }
 
@@ -107,7 +107,7 @@ TEST_CASE("torch: the pass over the tensors notes whether one is a wrapper subcl
         checkpoint.tensors.push_back({"w", std::move(wrapper)});
       }
       checkpoint.tensors.push_back({"t2", tensor_over(checkpoint.storages[2])});
-      pthload::torch::record_unused_storages(checkpoint);
+      pthload::internal::record_unused_storages(checkpoint);
       CHECK(checkpoint.no_wrapper_subclasses == !with_wrapper);
       CHECK(unused_keys(checkpoint) == std::vector<std::string>{"1"});
     }

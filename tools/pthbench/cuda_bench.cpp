@@ -16,7 +16,7 @@
 #include "device/host_backend.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
-#include "torch/state.hpp"
+#include "checkpoint/state.hpp"
 
 namespace pthbench {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "device/cpu/file_copies.hpp"
 #include "device/cpu/packed_copies.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::device {
 

@@ -1,6 +1,6 @@
 // open(): the file → its format → the zip records → data.pkl → storages and named tensors,
 // reading no tensor bytes (torch/serialization.py _load; docs/format.md §0, §1).
-#include "pthload/checkpoint.hpp"
+#include "formats/open.hpp"
 
 #include <fmt/format.h>
 
@@ -11,25 +11,26 @@
 #include <thread>
 #include <utility>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/parse_threads.hpp"
+#include "checkpoint/select.hpp"
+#include "checkpoint/state.hpp"
+#include "checkpoint/unused_storages.hpp"
 #include "common/check.hpp"
 #include "common/mapped_file.hpp"
 #include "common/phase_marks.hpp"
+#include "formats/dcp.hpp"
+#include "formats/open.hpp"
+#include "formats/other_formats.hpp"
+#include "formats/read_image.hpp"
+#include "formats/shards.hpp"
+#include "formats/torchscript.hpp"
 #include "legacy/stream.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
-#include "torch/access.hpp"
-#include "torch/dcp.hpp"
 #include "torch/legacy_storages.hpp"
 #include "torch/naming.hpp"
-#include "torch/open.hpp"
-#include "torch/other_formats.hpp"
-#include "torch/read_image.hpp"
-#include "torch/select.hpp"
-#include "torch/shards.hpp"
-#include "torch/state.hpp"
 #include "torch/tensor_builder.hpp"
-#include "torch/torchscript.hpp"
-#include "torch/unused_storages.hpp"
 
 namespace pthload {
 namespace {
@@ -66,11 +67,6 @@ bool is_tar(std::span<const std::byte> bytes) {
 std::string_view as_text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
-
-// From this size of data.pkl on (a few thousand tensors), its dense tensors are rebuilt on a
-// second thread while the pickle runs (torch/prebuilt_tensors.hpp): below it, starting the thread
-// costs more than the overlap saves.
-constexpr std::size_t kPrebuildPickleBytes = std::size_t{256} << 10;
 
 void open_zip(internal::CheckpointState& state, const LoadOptions& options,
               std::optional<zip::CentralDirectory> central_directory) {
@@ -129,7 +125,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     const auto bytes = pickle_bytes.bytes();
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
     pickle::RunOptions run_options;
-    if (bytes.size() >= kPrebuildPickleBytes && torch::uses_parse_thread(options)) {
+    if (bytes.size() >= internal::kPrebuildPickleBytes && internal::uses_parse_thread(options)) {
       // The worker reserves the list, for as many tensors as it may rebuild.
       builder.prebuild_during(run_options, bytes.size());
     } else {
@@ -147,7 +143,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     common::phases::end("name the tensors");
   });
   if (constants_pickle != nullptr) {
-    torch::read_torchscript_constants(state, *constants_pickle, prefix, options);
+    formats::read_torchscript_constants(state, *constants_pickle, prefix, options);
   }
 }
 
@@ -177,98 +173,9 @@ Checkpoint remember_options(Checkpoint checkpoint, const LoadOptions& options) {
   return checkpoint;
 }
 
-// Releasing a checkpoint of 100 000 tensors takes 10-15 ms on one thread: destroying the tensors
-// and storages (a cache miss each), and unmapping some 80 MiB in 4 KiB pages. The value tree and
-// the zip index, about 35 MiB of it, are read by nothing the tensors and storages hold, even
-// while they are destroyed: a second thread can unmap them meanwhile, where the load was allowed
-// one (the phase took 9.6 -> 8.4 ms).
-void release(std::unique_ptr<internal::CheckpointState> state) noexcept {
-  if (state == nullptr) return;
-  const bool two_threads = state->pickle_bytes.has_value() &&
-                           state->pickle_bytes->bytes().size() >= kPrebuildPickleBytes &&
-                           torch::uses_parse_thread(state->open_options);
-  if (!two_threads) return;  // `state` goes here
-  std::thread releaser;
-  try {
-    releaser = std::thread([pickle = std::move(state->pickle), archive = std::move(state->archive),
-                            pickle_bytes = std::move(state->pickle_bytes)]() mutable {
-      pickle.arena.reset();
-      archive.reset();
-      pickle_bytes.reset();
-    });
-  } catch (...) {
-    // No thread (std::system_error, std::bad_alloc): the lambda that took the parts released
-    // them here as it went.
-  }
-  state.reset();
-  if (releaser.joinable()) releaser.join();
-}
-
 }  // namespace
 
-std::string_view format_name(Format format) noexcept {
-  switch (format) {
-    case Format::kZip:
-      return "zip";
-    case Format::kLegacy:
-      return "legacy";
-    case Format::kTorchScript:
-      return "torchscript";
-    case Format::kSafetensors:
-      return "safetensors";
-    case Format::kDcp:
-      return "dcp";
-  }
-  return "unknown";
-}
-
-Checkpoint::Checkpoint(std::unique_ptr<internal::CheckpointState> state) noexcept
-    : state_(std::move(state)) {}
-Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
-Checkpoint& Checkpoint::operator=(Checkpoint&& other) noexcept {
-  if (this != &other) release(std::exchange(state_, std::move(other.state_)));
-  return *this;
-}
-Checkpoint::~Checkpoint() {
-  release(std::move(state_));
-}
-
-Format Checkpoint::format() const noexcept {
-  return state_->format;
-}
-std::span<const NamedTensor> Checkpoint::tensors() const noexcept {
-  return state_->tensors;
-}
-std::span<const OpaqueValue> Checkpoint::opaque_values() const noexcept {
-  return state_->opaque_values;
-}
-std::span<const std::shared_ptr<Storage>> Checkpoint::storages() const noexcept {
-  return state_->storages;
-}
-std::span<const std::pair<std::string, std::string>> Checkpoint::metadata() const noexcept {
-  return state_->metadata;
-}
-std::span<const UnusedStorage> Checkpoint::unused_storages() const noexcept {
-  return state_->unused_storages;
-}
-
-const Tensor& Checkpoint::tensor(std::string_view name) const {
-  const auto& tensors = state_->tensors;
-  const auto found = std::find_if(tensors.begin(), tensors.end(),
-                                  [&](const NamedTensor& t) { return t.name == name; });
-  if (found == tensors.end()) {
-    throw FormatError(Errc::kTorchNameNotFound, fmt::format("no tensor named '{}'", name),
-                      {.path = state_->path});
-  }
-  return found->tensor;
-}
-
-namespace torch {
-
-bool uses_parse_thread(const LoadOptions& options) noexcept {
-  if (options.parse_threads != 0) return options.parse_threads > 1;
-  return std::thread::hardware_concurrency() > 1;
-}
+namespace formats {
 
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
                        const LoadOptions& options,
@@ -276,96 +183,86 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = std::move(path);
   state->file = std::move(file);
-  try {
-    const auto bytes = state->file->bytes();
-    if (starts_with(bytes, kZipMagic)) {
-      state->format = Format::kZip;
-      try {
-        open_zip(*state, options, std::move(central_directory));
-      } catch (FormatError& e) {
-        // A zip without torch's records may be another tool's archive: say which.
-        const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
-                               ? torch::foreign_zip_format(*state->archive)
-                               : std::nullopt;
-        if (!other) throw;
-        throw FormatError(Errc::kTorchUnsupportedFormat,
-                          fmt::format("not a PyTorch checkpoint: this is {}", *other),
-                          {.offset = 0});
-      }
-    } else if (safetensors::looks_like_safetensors(bytes)) {
-      // Before the legacy check: a header size of 128 + 256k makes the first byte 0x80.
-      state->format = Format::kSafetensors;
-      torch::open_safetensors(*state);
-    } else if (is_legacy_stream(bytes)) {
-      state->format = Format::kLegacy;
-      open_legacy(*state, options);
-    } else if (is_tar(bytes)) {
-      // torch ≤ 0.1.x (early 2017) wrote tar files; torch stopped writing them in 0.1.10 and
-      // refuses them with weights_only=True since 2.6. Kept out of scope: docs/format.md §5.2.
-      throw UnsupportedError(Errc::kLegacyTarUnsupported,
-                             "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
-                             "which pthload does not read; load it with torch and save it again",
-                             {.offset = 0});
-    } else if (const auto other = torch::foreign_format(bytes)) {
-      throw FormatError(Errc::kTorchUnsupportedFormat,
-                        fmt::format("not a PyTorch checkpoint: this is {}", *other), {.offset = 0});
-    } else {
-      throw FormatError(Errc::kTorchUnsupportedFormat,
-                        "not a PyTorch checkpoint: neither a zip archive, a legacy torch.save "
-                        "stream nor a safetensors file",
-                        {.offset = 0});
-    }
-    torch::record_unused_storages(*state);
-    common::phases::end("find unused storages");
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state->path;
-    throw;
-  } catch (const std::bad_alloc&) {
-    // The pickle's values, the arena, inflated records: what open() reads before any storage.
-    throw OutOfMemoryError(Errc::kOutOfMemory,
-                           "out of memory while reading the checkpoint's structure (index, "
-                           "pickle, records)",
-                           {.path = state->path});
-  }
+  common::with_context(
+      {.path = state->path}, "reading the checkpoint's structure (index, pickle, records)", [&] {
+        const auto bytes = state->file->bytes();
+        if (starts_with(bytes, kZipMagic)) {
+          state->format = Format::kZip;
+          try {
+            open_zip(*state, options, std::move(central_directory));
+          } catch (FormatError& e) {
+            // A zip without torch's records may be another tool's archive: say which.
+            const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
+                                   ? formats::foreign_zip_format(*state->archive)
+                                   : std::nullopt;
+            if (!other) throw;
+            throw FormatError(Errc::kTorchUnsupportedFormat,
+                              fmt::format("not a PyTorch checkpoint: this is {}", *other),
+                              {.offset = 0});
+          }
+        } else if (safetensors::looks_like_safetensors(bytes)) {
+          // Before the legacy check: a header size of 128 + 256k makes the first byte 0x80.
+          state->format = Format::kSafetensors;
+          formats::open_safetensors(*state);
+        } else if (is_legacy_stream(bytes)) {
+          state->format = Format::kLegacy;
+          open_legacy(*state, options);
+        } else if (is_tar(bytes)) {
+          // torch ≤ 0.1.x (early 2017) wrote tar files; torch stopped writing them in 0.1.10 and
+          // refuses them with weights_only=True since 2.6. Kept out of scope: docs/format.md §5.2.
+          throw UnsupportedError(
+              Errc::kLegacyTarUnsupported,
+              "this is a tar-format checkpoint from torch 0.1.x (before 2017), "
+              "which pthload does not read; load it with torch and save it again",
+              {.offset = 0});
+        } else if (const auto other = formats::foreign_format(bytes)) {
+          throw FormatError(Errc::kTorchUnsupportedFormat,
+                            fmt::format("not a PyTorch checkpoint: this is {}", *other),
+                            {.offset = 0});
+        } else {
+          throw FormatError(Errc::kTorchUnsupportedFormat,
+                            "not a PyTorch checkpoint: neither a zip archive, a legacy torch.save "
+                            "stream nor a safetensors file",
+                            {.offset = 0});
+        }
+        internal::record_unused_storages(*state);
+        common::phases::end("find unused storages");
+      });
   return internal::Access::make_checkpoint(std::move(state));
 }
 
-}  // namespace torch
+}  // namespace formats
 
 Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
-  try {
+  const std::string& name = path.native();  // no allocation before the handler
+  return common::with_context({.path = name}, "opening", [&] {
     // A directory with a .metadata file, or that file: torch.distributed.checkpoint's (options
     // applied there).
-    if (torch::is_dcp_directory(path))
-      return remember_options(torch::open_dcp(path, options), options);
-    if (const auto directory = torch::dcp_directory_of_metadata(path)) {
-      return remember_options(torch::open_dcp(*directory, options), options);
+    if (formats::is_dcp_directory(path))
+      return remember_options(formats::open_dcp(path, options), options);
+    if (const auto directory = formats::dcp_directory_of_metadata(path)) {
+      return remember_options(formats::open_dcp(*directory, options), options);
     }
     // A directory or a *.index.json file: a sharded checkpoint, its shards opened as one.
     // (It applies options' select, renames and filters itself, shard by shard.)
-    if (const auto index = torch::shard_index_of(path)) {
-      return remember_options(torch::open_sharded(*index, options), options);
+    if (const auto index = formats::shard_index_of(path)) {
+      return remember_options(formats::open_sharded(*index, options), options);
     }
-    const std::string name = path.string();
-    auto opened = common::with_context({.path = name},
-                                       [&] { return torch::open_checkpoint_file(path, options); });
+    auto opened = formats::open_checkpoint_file(path, options);
     common::phases::end("read the structure");
-    auto checkpoint = torch::open_mapped(std::move(opened.file), path.string(), options,
-                                         std::move(opened.central_directory));
-    torch::choose_tensors(internal::Access::state(checkpoint), options);
+    auto checkpoint = formats::open_mapped(std::move(opened.file), name, options,
+                                           std::move(opened.central_directory));
+    internal::choose_tensors(internal::Access::state(checkpoint), options);
     common::phases::end("choose tensors");
     return remember_options(std::move(checkpoint), options);
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemoryError(Errc::kOutOfMemory, "out of memory while opening",
-                           {.path = path.string()});
-  }
+  });
 }
 
 Checkpoint open(std::span<const std::byte> bytes, const LoadOptions& options) {
-  auto checkpoint = torch::open_mapped(
+  auto checkpoint = formats::open_mapped(
       std::make_shared<const common::MappedFile>(common::MappedFile::borrow(bytes)), "<memory>",
       options);
-  torch::choose_tensors(internal::Access::state(checkpoint), options);
+  internal::choose_tensors(internal::Access::state(checkpoint), options);
   return remember_options(std::move(checkpoint), options);
 }
 

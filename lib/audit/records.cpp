@@ -10,8 +10,8 @@
 
 #include "common/check.hpp"
 #include "common/mapped_file.hpp"
+#include "formats/read_image.hpp"
 #include "pthload/error.hpp"
-#include "torch/read_image.hpp"
 #include "zip/archive.hpp"
 
 namespace pthload {
@@ -60,7 +60,7 @@ RecordReader::~RecordReader() = default;
 RecordReader RecordReader::open(const std::filesystem::path& path, const LoadOptions& options) {
   const std::string name = path.string();
   auto file = common::with_context({.path = name},
-                                   [&] { return torch::index_file_image(path, options.limits); });
+                                   [&] { return formats::index_file_image(path, options.limits); });
   return RecordReader(std::make_unique<State>(std::move(file), name, options));
 }
 

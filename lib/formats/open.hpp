@@ -10,7 +10,7 @@
 #include "pthload/checkpoint.hpp"
 #include "zip/central_directory.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// open() over `file`; `path` only names the file in errors. A zip archive's
 /// `central_directory`, when given, is what reading `file`'s image parsed (OpenedFile): it is
@@ -19,8 +19,4 @@ namespace pthload::torch {
     std::shared_ptr<const common::MappedFile> file, std::string path, const LoadOptions& options,
     std::optional<zip::CentralDirectory> central_directory = std::nullopt);
 
-/// Whether `options` let a load use a second thread while it reads a checkpoint's structure
-/// (LoadOptions::parse_threads).
-[[nodiscard]] bool uses_parse_thread(const LoadOptions& options) noexcept;
-
-}  // namespace pthload::torch
+}  // namespace pthload::formats

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "checkpoint/state.hpp"
 #include "pthload/options.hpp"
-#include "torch/state.hpp"
 
-namespace pthload::torch {
+namespace pthload::internal {
 
 /// Whether `name` matches `glob`: `*` any run of characters (dots too), `?` one character,
 /// `[abc]`, `[a-z]`, `[!a-z]` one character of (or not of) a set; everything else itself.
@@ -42,4 +42,4 @@ void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& op
 void drop_storages(internal::CheckpointState& checkpoint,
                    const std::unordered_set<const Storage*>& storages);
 
-}  // namespace pthload::torch
+}  // namespace pthload::internal

@@ -1,6 +1,6 @@
 // read_file_image and map_file_image: which parts of a checkpoint an image reads (its structure)
 // and which it leaves as holes (torch's storage records, safetensors' data).
-#include "torch/read_image.hpp"
+#include "formats/read_image.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -10,11 +10,11 @@
 #include <system_error>
 
 #include "common/byte_reader.hpp"
+#include "formats/open.hpp"
 #include "safetensors/header.hpp"
-#include "torch/open.hpp"
 #include "zip/image.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 namespace {
 
 // Holes only pay off for large payloads; small ones are read with their neighbours anyway.
@@ -110,4 +110,4 @@ OpenedFile open_checkpoint_file(const std::filesystem::path& path, const LoadOpt
                                          : map_file_image(path, options.limits);
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

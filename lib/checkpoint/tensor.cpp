@@ -5,15 +5,15 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/byte_holds.hpp"
+#include "checkpoint/content_checksum.hpp"
+#include "checkpoint/state.hpp"
 #include "common/assert.hpp"
 #include "common/checked.hpp"
 #include "common/content_hash.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
-#include "torch/access.hpp"
-#include "torch/byte_holds.hpp"
-#include "torch/content_checksum.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 

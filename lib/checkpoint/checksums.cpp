@@ -8,15 +8,15 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/content_checksum.hpp"
+#include "checkpoint/state.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/content_hash.hpp"
 #include "common/file_reader.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/error.hpp"
 #include "pthload/tensor.hpp"
-#include "torch/access.hpp"
-#include "torch/content_checksum.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 namespace {

@@ -1,6 +1,6 @@
 // Choosing tensors and renaming them after open() has named them, before anything is placed:
 // what a tensor-parallel rank or a runtime expecting other names needs (issue 14).
-#include "torch/select.hpp"
+#include "checkpoint/select.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "pthload/error.hpp"
 
-namespace pthload::torch {
+namespace pthload::internal {
 namespace {
 
 // One `[...]` set at the start of `glob` (after the `[`): whether `c` is in it, and where the set
@@ -196,4 +196,4 @@ void drop_storages(internal::CheckpointState& checkpoint,
                 [&](const Storage* s) { return storages.contains(s); });
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::internal

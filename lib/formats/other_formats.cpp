@@ -1,16 +1,16 @@
 // safetensors files into a Checkpoint, and recognising the files people mistake for checkpoints
 // by their signatures (GGUF: ggml/docs/gguf.md; HDF5: the format spec's superblock signature;
 // NPY: numpy/lib/format.py; ONNX: onnx.proto ModelProto field numbers).
-#include "torch/other_formats.hpp"
+#include "formats/other_formats.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 
+#include "checkpoint/access.hpp"
 #include "safetensors/header.hpp"
-#include "torch/access.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 namespace {
 
 bool has_at(std::span<const std::byte> file, std::size_t offset, std::string_view text) {
@@ -106,4 +106,4 @@ std::optional<std::string_view> foreign_zip_format(const zip::Archive& archive) 
   return std::nullopt;
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

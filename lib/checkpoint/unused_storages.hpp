@@ -2,9 +2,9 @@
 // its own), or the symptom of a tensor that was not listed (docs/naming.md, "The invariant").
 #pragma once
 
-#include "torch/state.hpp"
+#include "checkpoint/state.hpp"
 
-namespace pthload::torch {
+namespace pthload::internal {
 
 /// Fills checkpoint.unused_storages: every Storage of checkpoint.storages and, in a zip archive,
 /// every record under `<top>/data/` (and `<top>/constants/` of a TorchScript archive) that none
@@ -13,4 +13,4 @@ namespace pthload::torch {
 /// and records appear.
 void record_unused_storages(internal::CheckpointState& checkpoint);
 
-}  // namespace pthload::torch
+}  // namespace pthload::internal

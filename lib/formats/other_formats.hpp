@@ -8,10 +8,10 @@
 #include <span>
 #include <string_view>
 
-#include "torch/state.hpp"
+#include "checkpoint/state.hpp"
 #include "zip/archive.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// Reads the safetensors file `state.file` into `state`: one storage per tensor (its key the
 /// tensor's name, location "cpu", its bytes a FileRange of the file, so placement views or
@@ -32,4 +32,4 @@ void open_safetensors(internal::CheckpointState& state);
 [[nodiscard]] std::optional<std::string_view> foreign_zip_format(
     const zip::Archive& archive) noexcept;
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

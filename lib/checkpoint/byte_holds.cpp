@@ -1,14 +1,14 @@
 // One registry of live holds, keyed by storage: a storage with no hold pays nothing (no member,
 // no allocation) and 100 000-storage checkpoints stay as small as they are. The lock is taken
 // only by holds being made or dropped and by Checkpoint::to(): never on a load's path.
-#include "torch/byte_holds.hpp"
+#include "checkpoint/byte_holds.hpp"
 
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
 
-#include "torch/access.hpp"
+#include "checkpoint/access.hpp"
 
 namespace pthload::internal {
 namespace {

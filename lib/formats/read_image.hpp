@@ -10,7 +10,7 @@
 #include "pthload/options.hpp"
 #include "zip/central_directory.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// A checkpoint file as a load opens it: its bytes, and, for a zip archive, the central
 /// directory reading its image parsed (zip::fill_archive_image), for Archive::parse to take
@@ -45,4 +45,4 @@ struct OpenedFile {
 [[nodiscard]] OpenedFile open_checkpoint_file(const std::filesystem::path& path,
                                               const LoadOptions& options);
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

@@ -2,7 +2,7 @@
 // lib/dcp, each chosen tensor's items (torch.save streams at the offsets it records; filesystem.py
 // _write_item) opened as checkpoints of their own and moved in, several chunks assembled as
 // FileSystemReader.read_data + narrow_tensor_by_index place them into dcp.load's tensor.
-#include "torch/dcp.hpp"
+#include "formats/dcp.hpp"
 
 #include <fmt/format.h>
 
@@ -12,16 +12,17 @@
 #include <set>
 #include <system_error>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/select.hpp"
+#include "checkpoint/state.hpp"
+#include "common/check.hpp"
 #include "common/checked.hpp"
 #include "dcp/metadata.hpp"
+#include "formats/open.hpp"
+#include "formats/parts.hpp"
 #include "pthload/error.hpp"
-#include "torch/access.hpp"
-#include "torch/open.hpp"
-#include "torch/select.hpp"
-#include "torch/shards.hpp"
-#include "torch/state.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -57,12 +58,9 @@ class ItemFiles {
       } else {
         // Mapped as it is: a .distcp file is no one zip archive (its items are, back to back),
         // so the io=map image that reads a checkpoint's zip index with pread does not apply.
-        try {
+        common::with_context({.path = path.string()}, [&] {
           file = std::make_shared<const common::MappedFile>(common::MappedFile::open(path));
-        } catch (Error& e) {
-          if (e.context().path.empty()) e.context().path = path.string();
-          throw;
-        }
+        });
       }
     }
     const auto size = file->bytes().size();
@@ -98,7 +96,8 @@ OpenedItem open_item(ItemFiles& files, const dcp::Entry& entry, const dcp::Chunk
   const auto [file, bytes] = files.item(chunk.location);
   const std::string where =
       fmt::format("{}+{}", chunk.location.relative_path, chunk.location.offset);
-  try {
+  const std::string path = files.path_of(chunk.location).string();
+  return common::with_context({.path = path, .record = where}, [&] {
     // FileSystemWriter(serialization_format=SAFETENSORS) writes each file as a safetensors file
     // whose items are raw tensor bytes: no torch.save stream to open.
     constexpr std::string_view kZipMagic{"PK\x03\x04", 4};
@@ -147,11 +146,7 @@ OpenedItem open_item(ItemFiles& files, const dcp::Entry& entry, const dcp::Chunk
     OpenedItem opened{.checkpoint = std::move(item), .file = file, .tensor = nullptr};
     opened.tensor = &internal::Access::state(opened.checkpoint).tensors.front().tensor;
     return opened;
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = files.path_of(chunk.location).string();
-    if (e.context().record.empty()) e.context().record = where;
-    throw;
-  }
+  });
 }
 
 // Copies the chunk `item` holds into `whole` (the row-major bytes of a tensor of `size`), at the
@@ -302,78 +297,71 @@ Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
   state->path = directory.string();
   state->format = Format::kDcp;
   const fs::path metadata_path = directory / kMetadataName;
-  try {
-    state->file = open_file(metadata_path, options).file;
-    dcp::Metadata metadata;
-    try {
-      metadata = dcp::parse_metadata(state->file->bytes(), options.limits);
-    } catch (Error& e) {
-      if (e.context().path.empty()) e.context().path = metadata_path.string();
-      throw;
-    }
-    if (!metadata.version.empty()) state->metadata.emplace_back("version", metadata.version);
+  common::with_context(
+      {.path = state->path},
+      "reading the checkpoint's metadata or assembling a tensor from its chunks", [&] {
+        state->file = open_file(metadata_path, options).file;
+        dcp::Metadata metadata;
+        common::with_context({.path = metadata_path.string()}, [&] {
+          metadata = dcp::parse_metadata(state->file->bytes(), options.limits);
+        });
+        if (!metadata.version.empty()) state->metadata.emplace_back("version", metadata.version);
 
-    ItemFiles files(directory, options);
-    bool selected_any = false;
-    for (const auto& entry : metadata.entries) {
-      auto name = renamed(options, entry.fqn);
-      selected_any = selected_any || name.has_value();
-      if (!name || !chosen(options, *name)) continue;
-      if (!entry.is_tensor) {
-        const auto& location = *entry.bytes_location;
-        state->opaque_values.push_back(
-            {.name = std::move(*name),
-             .reason = fmt::format("a torch.distributed.checkpoint bytes item (a value dcp.save "
-                                   "pickled with torch.save: {} bytes at {}+{}), not read",
-                                   location.length, location.relative_path, location.offset)});
-        continue;
-      }
-      const auto dtype = dtype_from_name(entry.dtype_name);
-      if (!dtype) {
-        throw UnsupportedError(Errc::kTorchUnknownDtype,
-                               fmt::format("tensor '{}' has dtype torch.{}, which pthload does "
-                                           "not know",
-                                           entry.fqn, entry.dtype_name),
-                               {.path = metadata_path.string()});
-      }
-      if (!is_whole(entry)) {
-        state->tensors.push_back(assemble(files, entry, *dtype, *name, options, state->storages));
-        continue;
-      }
-      OpenedItem item = open_item(files, entry, entry.chunks.front(), *dtype, options);
-      auto& item_state = internal::Access::state(item.checkpoint);
-      state->tensors.push_back({.name = std::move(*name), .tensor = *item.tensor});
-      std::move(item_state.storages.begin(), item_state.storages.end(),
-                std::back_inserter(state->storages));
-      std::move(item_state.unused_storages.begin(), item_state.unused_storages.end(),
-                std::back_inserter(state->unused_storages));
-      // The item's checkpoint (its pickle, its borrowed bytes) goes: nothing moved out of it
-      // points in, and its storages keep the .distcp file they read from.
-    }
-    if (!options.select.empty() && !selected_any) {
-      throw FormatError(Errc::kSelectNotFound,
-                        fmt::format("select '{}' names nothing of the checkpoint: no name is "
-                                    "'{}.<name>'",
-                                    options.select, options.select));
-    }
-    // Renames may merge two names (storages are already only the chosen tensors').
-    std::set<std::string_view> names;
-    for (const auto& named : state->tensors) {
-      if (!names.insert(named.name).second) {
-        throw FormatError(Errc::kSelectNameCollision,
-                          fmt::format("two tensors are renamed to '{}'", named.name));
-      }
-    }
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state->path;
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemoryError(Errc::kOutOfMemory,
-                           "out of memory while reading the checkpoint's metadata or assembling "
-                           "a tensor from its chunks",
-                           {.path = state->path});
-  }
+        ItemFiles files(directory, options);
+        bool selected_any = false;
+        for (const auto& entry : metadata.entries) {
+          auto name = internal::renamed(options, entry.fqn);
+          selected_any = selected_any || name.has_value();
+          if (!name || !internal::chosen(options, *name)) continue;
+          if (!entry.is_tensor) {
+            const auto& location = *entry.bytes_location;
+            state->opaque_values.push_back(
+                {.name = std::move(*name),
+                 .reason =
+                     fmt::format("a torch.distributed.checkpoint bytes item (a value dcp.save "
+                                 "pickled with torch.save: {} bytes at {}+{}), not read",
+                                 location.length, location.relative_path, location.offset)});
+            continue;
+          }
+          const auto dtype = dtype_from_name(entry.dtype_name);
+          if (!dtype) {
+            throw UnsupportedError(Errc::kTorchUnknownDtype,
+                                   fmt::format("tensor '{}' has dtype torch.{}, which pthload does "
+                                               "not know",
+                                               entry.fqn, entry.dtype_name),
+                                   {.path = metadata_path.string()});
+          }
+          if (!is_whole(entry)) {
+            state->tensors.push_back(
+                assemble(files, entry, *dtype, *name, options, state->storages));
+            continue;
+          }
+          OpenedItem item = open_item(files, entry, entry.chunks.front(), *dtype, options);
+          auto& item_state = internal::Access::state(item.checkpoint);
+          state->tensors.push_back({.name = std::move(*name), .tensor = *item.tensor});
+          std::move(item_state.storages.begin(), item_state.storages.end(),
+                    std::back_inserter(state->storages));
+          std::move(item_state.unused_storages.begin(), item_state.unused_storages.end(),
+                    std::back_inserter(state->unused_storages));
+          // The item's checkpoint (its pickle, its borrowed bytes) goes: nothing moved out of it
+          // points in, and its storages keep the .distcp file they read from.
+        }
+        if (!options.select.empty() && !selected_any) {
+          throw FormatError(Errc::kSelectNotFound,
+                            fmt::format("select '{}' names nothing of the checkpoint: no name is "
+                                        "'{}.<name>'",
+                                        options.select, options.select));
+        }
+        // Renames may merge two names (storages are already only the chosen tensors').
+        std::set<std::string_view> names;
+        for (const auto& named : state->tensors) {
+          if (!names.insert(named.name).second) {
+            throw FormatError(Errc::kSelectNameCollision,
+                              fmt::format("two tensors are renamed to '{}'", named.name));
+          }
+        }
+      });
   return internal::Access::make_checkpoint(std::move(state));
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

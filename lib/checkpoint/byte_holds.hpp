@@ -5,8 +5,8 @@
 
 #include <memory>
 
+#include "checkpoint/state.hpp"
 #include "pthload/tensor.hpp"
-#include "torch/state.hpp"
 
 namespace pthload::internal {
 

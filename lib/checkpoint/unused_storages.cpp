@@ -1,15 +1,15 @@
 // Storages that no listed tensor uses (see unused_storages.hpp).
-#include "torch/unused_storages.hpp"
+#include "checkpoint/unused_storages.hpp"
 
 #include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "checkpoint/access.hpp"
 #include "common/prefetch.hpp"
-#include "torch/access.hpp"
 
-namespace pthload::torch {
+namespace pthload::internal {
 namespace {
 
 // Which storages the listed tensors use, by position in checkpoint.storages (StorageState::index:
@@ -152,4 +152,4 @@ void record_unused_storages(internal::CheckpointState& checkpoint) {
   }
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::internal

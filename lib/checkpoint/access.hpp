@@ -7,12 +7,12 @@
 #include <memory>
 #include <utility>
 
+#include "checkpoint/state.hpp"
 #include "common/object_arena.hpp"
 #include "common/prefetch.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/dtype.hpp"
 #include "pthload/tensor.hpp"
-#include "torch/state.hpp"
 
 namespace pthload {
 

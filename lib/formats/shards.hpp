@@ -3,17 +3,12 @@
 // files"; docs/format.md §11 "HF sharded checkpoints").
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <optional>
 
-#include "common/mapped_file.hpp"
 #include "pthload/checkpoint.hpp"
-#include "torch/read_image.hpp"
-#include "torch/state.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// The index file that `path` stands for: `path` itself when it is a file named *.index.json;
 /// for a directory, its model.safetensors.index.json, else its pytorch_model.bin.index.json,
@@ -38,16 +33,4 @@ namespace pthload::torch {
 [[nodiscard]] Checkpoint open_sharded(const std::filesystem::path& index_path,
                                       const LoadOptions& options);
 
-/// The file at `path` as options.io says (torch/read_image.hpp open_checkpoint_file: its
-/// structure read with pread, storages viewed in a mapping under kMap; nothing mapped under
-/// kRead), with the path in errors. Throws IoError, OutOfMemoryError.
-[[nodiscard]] OpenedFile open_file(const std::filesystem::path& path, const LoadOptions& options);
-
-/// Makes `storage` (of a checkpoint opened over bytes that start at `base` in `file`: a shard,
-/// whose base is 0, or a DCP item) read its bytes as a range of `file`, so that the
-/// checkpoint it moves into places it without the part's archive. Throws
-/// UnsupportedError(kShardRecordCompressed) for a deflated record (torch.save stores them).
-void point_at_file(internal::StorageState& storage,
-                   const std::shared_ptr<const common::MappedFile>& file, std::uint64_t base);
-
-}  // namespace pthload::torch
+}  // namespace pthload::formats

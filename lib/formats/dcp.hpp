@@ -8,7 +8,7 @@
 
 #include "pthload/checkpoint.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// Whether `path` is a directory holding a `.metadata` file (DCP's, filesystem.py
 /// _metadata_fn). Throws only std::bad_alloc (building the file's path).
@@ -34,4 +34,4 @@ namespace pthload::torch {
 [[nodiscard]] Checkpoint open_dcp(const std::filesystem::path& directory,
                                   const LoadOptions& options);
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

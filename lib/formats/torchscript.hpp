@@ -3,11 +3,11 @@
 
 #include <string>
 
+#include "checkpoint/state.hpp"
 #include "pthload/options.hpp"
-#include "torch/state.hpp"
 #include "zip/archive.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 /// Reads `constants_pickle` (`<top>/constants.pkl`: a tuple of the tensors the archive's code
 /// uses as constants, storages under `<top>/constants/`) and appends its tensors to
@@ -18,4 +18,4 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
                                 const LoadOptions& options);
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

@@ -2,7 +2,7 @@
 // torch/csrc/jit/serialization/import_read.cpp readArchiveAndTensors). data.pkl is read like a
 // torch.save pickle — its `__torch__.*` objects are unknown classes whose BUILD states are their
 // attributes, so a module's weight is `lin.weight` — and this file adds constants.pkl.
-#include "torch/torchscript.hpp"
+#include "formats/torchscript.hpp"
 
 #include <vector>
 
@@ -12,7 +12,7 @@
 #include "torch/naming.hpp"
 #include "torch/tensor_builder.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 
 void read_torchscript_constants(internal::CheckpointState& checkpoint,
                                 const zip::Entry& constants_pickle, const std::string& prefix,
@@ -22,11 +22,11 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
     pickle::Machine machine(options.limits);
     const pickle::Result constants = machine.run(bytes.bytes());
     // Constants name their storages by keys of their own: records `<top>/constants/<key>`.
-    TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
+    torch::TensorBuilder builder(checkpoint, prefix + "constants/", options.limits);
     internal::TensorList tensors;
     std::vector<OpaqueValue> opaque;
-    collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits, tensors,
-                          opaque);
+    torch::collect_named_tensors(*constants.root, constants.end_offset, builder, options.limits,
+                                 tensors, opaque);
     // The root is a tuple: "0", "1"... become "CONSTANTS.c0", "CONSTANTS.c1", the names the
     // archive's own code gives them (torch/csrc/jit/serialization/python_print.cpp). A module
     // attribute may well be called `constants` (an nn.ParameterList), and its `constants.0`
@@ -45,4 +45,4 @@ void read_torchscript_constants(internal::CheckpointState& checkpoint,
   });
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats

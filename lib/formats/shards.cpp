@@ -1,6 +1,7 @@
 // Composing a sharded checkpoint's shards into one Checkpoint (transformers' index format:
 // modeling_utils.load_sharded_checkpoint reads each shard whole; docs/accepted-input.md).
-#include "torch/shards.hpp"
+#include "formats/shards.hpp"
+#include "formats/parts.hpp"
 
 #include <fmt/format.h>
 
@@ -9,16 +10,17 @@
 #include <set>
 #include <system_error>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/select.hpp"
+#include "checkpoint/state.hpp"
+#include "common/check.hpp"
 #include "common/mapped_file.hpp"
+#include "formats/open.hpp"
+#include "formats/read_image.hpp"
 #include "pthload/error.hpp"
 #include "safetensors/index.hpp"
-#include "torch/access.hpp"
-#include "torch/open.hpp"
-#include "torch/read_image.hpp"
-#include "torch/select.hpp"
-#include "torch/state.hpp"
 
-namespace pthload::torch {
+namespace pthload::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -30,15 +32,6 @@ bool is_index_name(const fs::path& path) {
 }
 
 }  // namespace
-
-OpenedFile open_file(const fs::path& path, const LoadOptions& options) {
-  try {
-    return open_checkpoint_file(path, options);
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = path.string();
-    throw;
-  }
-}
 
 std::optional<fs::path> shard_index_of(const fs::path& path) {
   std::error_code ignored;  // a path that is not there is no directory: open() will say so
@@ -82,32 +75,10 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
 // (torch/shards.hpp) The storage's bytes as a range of its shard's file, so that placement, which
 // reads ranges of any file, needs no shard of its own. Zip records become ranges when stored
 // (torch.save never compresses them); a deflated one would need its shard's archive.
-void point_at_file(internal::StorageState& storage,
-                   const std::shared_ptr<const common::MappedFile>& file, std::uint64_t base) {
-  if (storage.record != nullptr) {
-    const zip::Entry& record = *storage.record;
-    if (record.method != zip::kMethodStored || record.compressed_size != record.uncompressed_size ||
-        storage.nbytes > record.uncompressed_size) {
-      throw UnsupportedError(Errc::kShardRecordCompressed,
-                             fmt::format("storage record {} is compressed: pthload reads the "
-                                         "records of a shard only as torch.save writes them, "
-                                         "stored",
-                                         record.name),
-                             {.record = std::string(record.name)});
-    }
-    storage.file_range = std::make_unique<internal::FileRange>(internal::FileRange{
-        .offset = base + record.data_offset, .size = storage.nbytes, .file = file});
-    storage.record = nullptr;
-  } else if (storage.file_range && !storage.file_range->file) {
-    storage.file_range->offset += base;
-    storage.file_range->file = file;
-  }
-}
-
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = index_path.string();
-  try {
+  common::with_context({.path = state->path}, [&] {
     state->file = open_file(index_path, options).file;
     const auto index = safetensors::parse_index(state->file->bytes());
     state->metadata = index.metadata;
@@ -123,9 +94,9 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
     std::set<std::string_view> wanted_shards;
     bool selected_any = false;
     for (const auto& [name, shard] : index.weight_map) {
-      const auto kept_name = renamed(options, name);
+      const auto kept_name = internal::renamed(options, name);
       selected_any = selected_any || kept_name.has_value();
-      if (kept_name && chosen(options, *kept_name)) wanted_shards.insert(shard);
+      if (kept_name && internal::chosen(options, *kept_name)) wanted_shards.insert(shard);
     }
     if (!options.select.empty() && !selected_any) {
       throw FormatError(Errc::kSelectNotFound,
@@ -146,7 +117,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
         throw IoError(Errc::kIoOpenFailed, "a shard the index names is not a regular file",
                       {.path = shard_path.string()});
       }
-      try {
+      common::with_context({.path = shard_path.string()}, [&] {
         auto opened = open_file(shard_path, options);
         const auto file = opened.file;  // kept: the shard's storages are pointed at it below
         Checkpoint part =
@@ -187,10 +158,7 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
         // The shard's pickle and archive stay alive with the checkpoint: nothing moved out of
         // them points in, but a shard is cheap to keep.
         state->shards.push_back(std::move(part));
-      } catch (Error& e) {
-        if (e.context().path.empty()) e.context().path = shard_path.string();
-        throw;
-      }
+      });
     }
     for (const auto& [name, shard] : index.weight_map) {
       if (wanted_shards.contains(shard) && !found_in_shard.contains(name)) {
@@ -205,12 +173,9 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
     const bool torch_index =
         index_path.filename().string().ends_with(".bin" + std::string(kIndexSuffix));
     state->format = format.value_or(torch_index ? Format::kZip : Format::kSafetensors);
-    choose_tensors(*state, options, /*check_select=*/false);
-  } catch (Error& e) {
-    if (e.context().path.empty()) e.context().path = state->path;
-    throw;
-  }
+    internal::choose_tensors(*state, options, /*check_select=*/false);
+  });
   return internal::Access::make_checkpoint(std::move(state));
 }
 
-}  // namespace pthload::torch
+}  // namespace pthload::formats
