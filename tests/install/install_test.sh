@@ -82,8 +82,11 @@ static_only "$work/pc/consumer_static"
 check "pkg-config static" "$work/pc/consumer_static"
 
 step "CMake find_package(pthload)"
-cmake -S "$consumer_src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$root" -DCMAKE_BUILD_TYPE=Release \
-  >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "cmake configure"; }
+# Ninja, which the project builds with: CMake's default generator needs make, which
+# scripts/bootstrap does not install (apt's --no-install-recommends leaves it out with cmake).
+cmake -G Ninja -S "$consumer_src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$root" \
+  -DCMAKE_BUILD_TYPE=Release >"$work/cmake.log" 2>&1 ||
+  { cat "$work/cmake.log"; fail "cmake configure"; }
 cmake --build "$work/cmake" -j "$jobs" >>"$work/cmake.log" 2>&1 ||
   { cat "$work/cmake.log"; fail "cmake build"; }
 check "CMake pthload::pthload" "$work/cmake/consumer"
