@@ -6,7 +6,6 @@ hashed by `ls --json --checksum`, against the original's hashes."""
 import json
 import math
 import os
-import pty
 import struct
 import subprocess
 import sys
@@ -535,28 +534,8 @@ for folder, _, files in os.walk(regressions):
                 ok = False
         check(ok, f"scan {file}: exit {result.returncode}: {result.stderr[:200]!r}")
 
-# ---- colour: only on a terminal, never with NO_COLOR; exit codes in --help ----
-def on_terminal(args, env):
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(PTHINSPECT, [PTHINSPECT, *args], env)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.waitpid(pid, 0)
-    return output
-
-
-env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+# ---- colour: never in a pipe (on a terminal: pthinspect_terminal_test.py); --help ----
 scan_args = ["scan", os.path.join(FIXTURES, "scan", "zip_os_system.pt")]
-check(b"\x1b[" in on_terminal(scan_args, env), "no colour on a terminal")
-check(b"\x1b[" not in on_terminal(scan_args, {**env, "NO_COLOR": "1"}), "colour with NO_COLOR")
 check(b"\x1b[" not in run(*scan_args).stdout, "colour in a pipe")
 result = run("--help")
 check(result.returncode == 0 and b"Exit status" in result.stdout and b"not a checkpoint" in
