@@ -14,15 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 #include "common/mapped_file.hpp"
 #include "device/place.hpp"
+#include "formats/open.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
-#include "checkpoint/access.hpp"
 #include "torch/globals.hpp"
-#include "formats/open.hpp"
-#include "checkpoint/state.hpp"
 
 namespace pthload::fuzz {
 

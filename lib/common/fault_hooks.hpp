@@ -1,5 +1,5 @@
 // Fault injection for tests: the byte source's reads and the library's aligned allocations can
-// be made to fail at a chosen call (tests/faults). Internal: not part of the public API.
+// be made to fail at a chosen call (tests/formats/faults_*). Internal: not part of the public API.
 #pragma once
 
 #include <sys/types.h>

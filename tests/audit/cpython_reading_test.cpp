@@ -8,18 +8,13 @@
 #include <string_view>
 
 #include "audit/cpython_reading.hpp"
+#include "support/bytes.hpp"
 
 namespace {
 
 using pthload::audit::read_as_cpython;
-
-std::span<const std::byte> bytes_of(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
-std::string text_of(const std::vector<std::byte>& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+using pthload::test::bytes_of;
+using pthload::test::text_of;
 
 // PROTO 4, then FRAME with `length` (which may lie about what follows).
 std::string framed(std::uint64_t length) {

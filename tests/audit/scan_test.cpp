@@ -125,11 +125,11 @@ TEST_CASE("scan: a file that is neither zip nor pickle is not a checkpoint") {
 }
 
 TEST_CASE("scan: only the first record's folder holds the pickles torch runs, as open() reads") {
-  using pthload::test::TempFile;
+  using pthload::test::TempPath;
   using pthload::test::zip_build::build;
   // A constants.pkl in another folder makes no TorchScript archive: a code record beside it is
   // still reported, and that folder's pickles are ones torch.load never runs.
-  const auto elsewhere = TempFile(build({{.name = "ck/data.pkl", .data = clean_pickle()},
+  const auto elsewhere = TempPath(build({{.name = "ck/data.pkl", .data = clean_pickle()},
                                          {.name = "ck/data/0", .data = float_record(6)},
                                          {.name = "other/constants.pkl", .data = clean_pickle()},
                                          {.name = "other/code/m.py", .data = "x = 1\n"}})
@@ -143,7 +143,7 @@ TEST_CASE("scan: only the first record's folder holds the pickles torch runs, as
   CHECK(report.verdict == Verdict::kUnknown);
 
   // A data.pkl outside the first record's folder is not the one torch.load looks for.
-  const auto misplaced = TempFile(build({{.name = "ck/version", .data = "3\n"},
+  const auto misplaced = TempPath(build({{.name = "ck/version", .data = "3\n"},
                                          {.name = "other/data.pkl", .data = clean_pickle()}})
                                       .bytes);
   const auto misplaced_report = pthload::scan(misplaced.path());
@@ -197,18 +197,18 @@ TEST_CASE("scan: a name allowed in part is not allowed") {
 }
 
 TEST_CASE("scan: a dangerous record decides the verdict whatever the layout") {
-  using pthload::test::TempFile;
+  using pthload::test::TempPath;
   using pthload::test::zip_build::build;
   PickleWriter eval;
   eval.global("builtins", "eval").mark().str("1").tuple().reduce().stop();
   // data.pkl at the root: torch refuses the layout, unzip and pickle.load do not.
-  const auto root = TempFile(build({{.name = "data.pkl", .data = eval.bytes()}}).bytes);
+  const auto root = TempPath(build({{.name = "data.pkl", .data = eval.bytes()}}).bytes);
   const auto report = pthload::scan(root.path());
   CHECK(report.verdict == Verdict::kDangerous);
   CHECK(report.format == "zip");
   CHECK(!report.weights_only.accepted);
   // A zip of no pickle at all is no checkpoint.
-  const auto text = TempFile(build({{.name = "a/readme.txt", .data = "hi\n"}}).bytes);
+  const auto text = TempPath(build({{.name = "a/readme.txt", .data = "hi\n"}}).bytes);
   CHECK(pthload::scan(text.path()).verdict == Verdict::kNotACheckpoint);
 }
 

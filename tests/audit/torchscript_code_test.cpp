@@ -60,9 +60,10 @@ TEST_CASE("torchscript code: names inside strings and comments are no calls") {
       "  return torch.add(x, 1)\n");
   CHECK(calls.dangerous.empty());
   CHECK(calls.calls == std::vector<std::string>{"torch.add"});
-  const std::string bytecode("\x80\x02X\x0f\x00\x00\x00"
-                             "aten::from_file",
-                             22);
+  const std::string bytecode(
+      "\x80\x02X\x0f\x00\x00\x00"
+      "aten::from_file",
+      22);
   const auto operators = pthload::audit::dangerous_operator_names(
       std::as_bytes(std::span(bytecode.data(), bytecode.size())));
   CHECK(operators == std::vector<std::string>{"aten::from_file"});

@@ -128,10 +128,10 @@ TEST_CASE("weights-only: the root, and broken input") {
   const auto version = check("\x80\x02M\xe9\x03.");
   REQUIRE(version.root_int);
   CHECK(*version.root_int == 1001);
-  CHECK(!check("\x80\x02}").accepted);                       // no STOP
+  CHECK(!check("\x80\x02}").accepted);  // no STOP
   CHECK(!check("\x80\x02X\xff\x00\x00\x00"
                "ab.")
-             .accepted);    // a string past the end
+             .accepted);                                     // a string past the end
   CHECK(!check("\x80\x02h\x05.").accepted);                  // a memo key never put
   CHECK(!check("\x80\x02.").accepted);                       // STOP on an empty stack
   CHECK(!check("\x80\x02X\x01\x00\x00\x00\xff.").accepted);  // not UTF-8

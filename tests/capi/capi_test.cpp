@@ -4,8 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,16 +16,16 @@
 #include "pthload/dlpack.hpp"
 #include "pthload/error.hpp"
 #include "pthload/pthload.h"
+#include "support/error_code.hpp"
+#include "support/files.hpp"
+
+using pthload::test::error_thrown;
+using pthload::test::file_bytes;
 
 namespace {
 
 std::string fixture(const char* name) {
   return std::string(PTHLOAD_FIXTURES_DIR) + "/" + name;
-}
-
-std::vector<char> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 struct CheckpointDeleter {
@@ -99,16 +97,11 @@ TEST_SUITE("fixtures") {
     bytes.resize(bytes.size() - 30);  // inside the end-of-central-directory record
     pthload_checkpoint* checkpoint = nullptr;
     const int code = pthload_open_bytes(bytes.data(), bytes.size(), nullptr, &checkpoint);
-    pthload::Errc expected = pthload::Errc::kOk;
-    try {
-      (void)pthload::open(std::as_bytes(std::span(bytes)));
-    } catch (const pthload::Error& e) {
-      expected = e.code();
-      CHECK(std::string(pthload_last_error()->what) == e.what());
-      CHECK(static_cast<bool>(pthload_last_error()->has_offset) == e.context().offset.has_value());
-    }
-    CHECK(expected != pthload::Errc::kOk);
-    CHECK(code == static_cast<int>(expected));
+    const auto e = error_thrown([&] { (void)pthload::open(std::as_bytes(std::span(bytes))); });
+    CHECK(std::string(pthload_last_error()->what) == e.what());
+    CHECK(static_cast<bool>(pthload_last_error()->has_offset) == e.context().offset.has_value());
+    CHECK(e.code() != pthload::Errc::kOk);
+    CHECK(code == static_cast<int>(e.code()));
   }
 
   TEST_CASE("capi: tensors are listed as the C++ API lists them") {
@@ -364,7 +357,7 @@ TEST_SUITE("fixtures") {
     REQUIRE(pthload_load_bytes(bytes.data(), bytes.size(), &options, &raw) == PTHLOAD_OK);
     const CheckpointPtr checkpoint(raw);
     const auto* data =
-        static_cast<const char*>(pthload_tensor_data(pthload_checkpoint_tensor(raw, 0)));
+        static_cast<const std::byte*>(pthload_tensor_data(pthload_checkpoint_tensor(raw, 0)));
     CHECK(data >= bytes.data());
     CHECK(data < bytes.data() + bytes.size());
 
@@ -372,7 +365,7 @@ TEST_SUITE("fixtures") {
     REQUIRE(pthload_load_bytes(bytes.data(), bytes.size(), &options, &raw) == PTHLOAD_OK);
     const CheckpointPtr copied(raw);
     const auto* copy =
-        static_cast<const char*>(pthload_tensor_data(pthload_checkpoint_tensor(raw, 0)));
+        static_cast<const std::byte*>(pthload_tensor_data(pthload_checkpoint_tensor(raw, 0)));
     CHECK((copy < bytes.data() || copy >= bytes.data() + bytes.size()));
     CHECK(std::memcmp(copy, data, pthload_tensor_nbytes(pthload_checkpoint_tensor(raw, 0))) == 0);
   }
@@ -447,12 +440,8 @@ TEST_SUITE("fixtures") {
     CHECK_FALSE(listed.storages().front()->is_placed());
 
     const auto cut = bytes.first(bytes.size() / 2);
-    try {
-      (void)pthload::open(cut);
-      FAIL("half a checkpoint opened");
-    } catch (const pthload::Error& e) {
-      CHECK(e.context().path == "<memory>");
-      CHECK(std::string(e.what()).starts_with("<memory>: "));
-    }
+    const auto e = error_thrown<pthload::Error>([&] { (void)pthload::open(cut); });
+    CHECK(e.context().path == "<memory>");
+    CHECK(std::string(e.what()).starts_with("<memory>: "));
   }
 }

@@ -9,6 +9,7 @@
 
 using pthload::Errc;
 using pthload::common::ByteReader;
+using pthload::test::error_thrown;
 
 namespace {
 constexpr std::array<std::byte, 8> kBytes{std::byte{0x01}, std::byte{0x02}, std::byte{0x03},
@@ -29,14 +30,11 @@ TEST_CASE("common: ByteReader reads both byte orders") {
 TEST_CASE("common: ByteReader throws the given code with the file offset on truncation") {
   ByteReader reader{std::span{kBytes}.subspan(4), Errc::kZipLocalHeaderInvalid, 100};
   reader.skip(2, "prefix");
-  try {
-    (void)reader.le<std::uint32_t>("field");
-    FAIL("no throw");
-  } catch (const pthload::FormatError& e) {
-    CHECK(e.code() == Errc::kZipLocalHeaderInvalid);
-    REQUIRE(e.context().offset.has_value());
-    CHECK(*e.context().offset == 102);
-  }
+  const auto e =
+      error_thrown<pthload::FormatError>([&] { (void)reader.le<std::uint32_t>("field"); });
+  CHECK(e.code() == Errc::kZipLocalHeaderInvalid);
+  REQUIRE(e.context().offset.has_value());
+  CHECK(*e.context().offset == 102);
   CHECK(pthload::test::error_code_of([&] { reader.seek(5, "past end"); }) ==
         Errc::kZipLocalHeaderInvalid);
 }

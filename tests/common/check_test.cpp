@@ -6,10 +6,12 @@
 
 #include "common/check.hpp"
 #include "pthload/error.hpp"
+#include "support/error_code.hpp"
 
 using pthload::Errc;
 using pthload::FormatError;
 using pthload::UnsupportedError;
+using pthload::test::error_thrown;
 namespace common = pthload::common;
 
 TEST_CASE("common: check makes its error only when the condition fails") {
@@ -26,27 +28,23 @@ TEST_CASE("common: check makes its error only when the condition fails") {
 
 TEST_CASE("common: require_format throws a FormatError with the formatted message") {
   CHECK_NOTHROW(common::require_format(true, Errc::kZipRecordNotFound, "no {}", "record"));
-  try {
+  const auto e = error_thrown<FormatError>([&] {
     common::require_format(false, Errc::kZipRecordNotFound, "no record {} of {}", "a", 2);
-    FAIL("no error");
-  } catch (const FormatError& e) {
-    CHECK(e.code() == Errc::kZipRecordNotFound);
-    CHECK(e.message() == "no record a of 2");
-  }
+  });
+  CHECK(e.code() == Errc::kZipRecordNotFound);
+  CHECK(e.message() == "no record a of 2");
 }
 
 TEST_CASE("common: with_context returns the body's value and fills only missing fields") {
   CHECK(common::with_context({.path = "p.pt"}, [] { return 7; }) == 7);
-  try {
+  const auto e = error_thrown<FormatError>([&] {
     common::with_context({.path = "p.pt", .record = "outer", .offset = 9, .opcode = 0x51}, [] {
       throw FormatError(Errc::kZipRecordNotFound, "inner", {.record = "inner", .offset = 3});
     });
-    FAIL("no error");
-  } catch (const FormatError& e) {
-    CHECK(e.context().path == "p.pt");     // missing: added
-    CHECK(e.context().record == "inner");  // said by the lower layer: kept
-    CHECK(e.context().offset == 3);        // kept
-    CHECK(e.context().opcode == 0x51);     // missing: added
-    CHECK(std::string(e.what()).find("p.pt") != std::string::npos);
-  }
+  });
+  CHECK(e.context().path == "p.pt");     // missing: added
+  CHECK(e.context().record == "inner");  // said by the lower layer: kept
+  CHECK(e.context().offset == 3);        // kept
+  CHECK(e.context().opcode == 0x51);     // missing: added
+  CHECK(std::string(e.what()).find("p.pt") != std::string::npos);
 }

@@ -1,47 +1,36 @@
+// common::MappedFile: a mapping of a regular file, read() of what cannot be mapped (a pipe) within
+// a bound, and the error for a missing file.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "common/mapped_file.hpp"
+#include "support/bytes.hpp"
 #include "support/error_code.hpp"
+#include "support/files.hpp"
 
 using pthload::Errc;
 using pthload::common::MappedFile;
-
-namespace {
-std::filesystem::path write_temp(const std::string& content) {
-  auto path = std::filesystem::temp_directory_path() /
-              ("pthload_mapped_" + std::to_string(::getpid()) + ".bin");
-  std::ofstream(path, std::ios::binary) << content;
-  return path;
-}
-
-std::string as_string(std::span<const std::byte> bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-}  // namespace
+using pthload::test::bytes_of;
+using pthload::test::TempPath;
+using pthload::test::text_of;
 
 TEST_CASE("common: MappedFile maps a regular file") {
-  const auto path = write_temp("hello, checkpoint");
-  {
-    auto file = MappedFile::open(path);
-    CHECK(file.is_mapped());
-    CHECK(as_string(file.bytes()) == "hello, checkpoint");
-    MappedFile moved = std::move(file);
-    CHECK(as_string(moved.bytes()) == "hello, checkpoint");
-  }
-  std::filesystem::remove(path);
+  const TempPath temp(bytes_of("hello, checkpoint"), ".bin");
+  auto file = MappedFile::open(temp.path());
+  CHECK(file.is_mapped());
+  CHECK(text_of(file.bytes()) == "hello, checkpoint");
+  MappedFile moved = std::move(file);
+  CHECK(text_of(moved.bytes()) == "hello, checkpoint");
 }
 
 TEST_CASE("common: MappedFile of an empty file is empty") {
-  const auto path = write_temp("");
-  CHECK(MappedFile::open(path).bytes().empty());
-  std::filesystem::remove(path);
+  const TempPath temp(bytes_of(""), ".bin");
+  CHECK(MappedFile::open(temp.path()).bytes().empty());
 }
 
 TEST_CASE("common: MappedFile reads a pipe with read()") {
@@ -63,7 +52,7 @@ TEST_CASE("common: MappedFile reads a pipe with read()") {
   auto file = MappedFile::open(path);
   CHECK_FALSE(file.is_mapped());
   CHECK(file.bytes().size() == payload.size());
-  CHECK(as_string(file.bytes()) == payload);
+  CHECK(text_of(file.bytes()) == payload);
   ::close(fds[0]);
 }
 

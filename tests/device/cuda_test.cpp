@@ -16,21 +16,17 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "support/error_code.hpp"
+#include "support/files.hpp"
 
 using pthload::Device;
 using pthload::Dtype;
 using pthload::Errc;
+using pthload::test::error_thrown;
 
 namespace {
 
 std::vector<std::filesystem::path> torch_fixtures() {
-  std::vector<std::filesystem::path> paths;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(
-           std::string(PTHLOAD_FIXTURES_DIR) + "/torch")) {
-    if (entry.path().extension() == ".pt") paths.push_back(entry.path());
-  }
-  std::sort(paths.begin(), paths.end());
-  return paths;
+  return pthload::test::fixture_files("torch", pthload::test::has_extension(".pt"));
 }
 
 std::vector<std::byte> to_host(const void* device, std::size_t bytes) {
@@ -156,13 +152,9 @@ TEST_CASE("cuda: an allocation failure is an error naming storage and device, an
     --live;
     pthload::device::cuda_backend()->free(0, pointer);
   };
-  try {
-    (void)pthload::load(path, options);
-    FAIL("no error");
-  } catch (const pthload::DeviceError& e) {
-    CHECK(e.code() == Errc::kDeviceAllocationFailed);
-    CHECK(std::string(e.what()).find("cuda:0") != std::string::npos);
-  }
+  const auto e = error_thrown<pthload::DeviceError>([&] { (void)pthload::load(path, options); });
+  CHECK(e.code() == Errc::kDeviceAllocationFailed);
+  CHECK(std::string(e.what()).find("cuda:0") != std::string::npos);
   CHECK(live == 0);
   CHECK(pthload::test::error_code_of([&] {
           (void)pthload::load(

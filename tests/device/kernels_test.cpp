@@ -14,6 +14,7 @@
 #include "device/cpu/kernels.hpp"
 #include "device/host_backend.hpp"
 #include "pthload/dtype.hpp"
+#include "support/files.hpp"
 
 using pthload::Dtype;
 namespace cpu = pthload::device::cpu;
@@ -25,12 +26,9 @@ constexpr Dtype kConvertible[] = {Dtype::kFloat32, Dtype::kBFloat16, Dtype::kFlo
                                   Dtype::kFloat8E4M3FN, Dtype::kFloat8E5M2};
 
 std::vector<std::byte> read_fixture(const std::string& name) {
-  std::ifstream in(std::string(PTHLOAD_FIXTURES_DIR) + "/device/" + name, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing fixture ", name);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
+  const auto path = pthload::test::fixture_path("device") / name;
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path), "missing fixture ", name);
+  return pthload::test::file_bytes(path);
 }
 
 std::uint32_t element_bits(const std::byte* at, std::size_t size) {

@@ -21,13 +21,14 @@ using pthload::Device;
 using pthload::Errc;
 using pthload::test::checkpoint_file;
 using pthload::test::error_code_of;
+using pthload::test::error_thrown;
 using pthload::test::float_record;
 using pthload::test::PickleWriter;
 
 namespace {
 
 // {'a': cpu storage '0', 'b': storage '1' tagged cuda:0, 'c': storage '2' tagged cuda:3}
-pthload::test::TempFile tagged_checkpoint() {
+pthload::test::TempPath tagged_checkpoint() {
   PickleWriter p;
   p.empty_dict().mark();
   p.str("a").tensor_v2("FloatStorage", "0", 4, 0, {4}, {1}, "cpu");
@@ -45,36 +46,12 @@ float element(const pthload::Tensor& t, std::size_t i) {
   return value;
 }
 
-std::string error_text(const pthload::test::TempFile& file, const pthload::LoadOptions& options) {
-  try {
-    (void)pthload::load(file.path(), options);
-  } catch (const pthload::Error& e) {
-    return e.what();
-  }
-  return "";
+std::string error_text(const pthload::test::TempPath& file, const pthload::LoadOptions& options) {
+  const auto error = pthload::test::error_of([&] { (void)pthload::load(file.path(), options); });
+  return error ? error->what() : "";
 }
 
 }  // namespace
-
-TEST_CASE("device: Device::parse reads torch's device strings") {
-  CHECK(Device::parse("cpu") == Device::cpu());
-  CHECK(Device::parse("cuda") == Device::cuda());
-  CHECK(Device::parse("cuda:1") == Device::cuda(1));
-  CHECK(Device::parse("meta") == Device::meta());
-  CHECK(Device::cuda(2).to_string() == "cuda:2");
-  CHECK(error_code_of([] { (void)Device::parse("cuda:x"); }) == Errc::kDeviceBadString);
-  CHECK(error_code_of([] { (void)Device::parse("cuda:-1"); }) == Errc::kDeviceBadString);
-  // torch: "Invalid device string" for an index with a leading zero or sign.
-  CHECK(Device::parse("cuda:0") == Device::cuda(0));
-  CHECK(Device::parse("cuda:10") == Device::cuda(10));
-  for (const char* text : {"cuda:01", "cuda:00", "cuda:-0", "cuda:+1", "cuda:", "cpu:01"}) {
-    CAPTURE(text);
-    CHECK(error_code_of([&] { (void)Device::parse(text); }) == Errc::kDeviceBadString);
-  }
-  CHECK(error_code_of([] { (void)Device::parse(""); }) == Errc::kDeviceBadString);
-  CHECK(error_code_of([] { (void)Device::parse("mps"); }) == Errc::kDeviceUnsupportedType);
-  CHECK(error_code_of([] { (void)Device::parse("xla:0"); }) == Errc::kDeviceUnsupportedType);
-}
 
 TEST_CASE("device: without map_location a CUDA tag this machine cannot serve is a clear error") {
   // Without a GPU the first CUDA storage fails; with fewer than 4, the cuda:3 one does.
@@ -95,15 +72,12 @@ TEST_CASE("device: without a device the error says no CUDA device, naming storag
   // The same decision without depending on this machine: a backend with no device.
   const auto file = tagged_checkpoint();
   auto checkpoint = pthload::open(file.path());
-  try {
-    pthload::device::place_storages(checkpoint, {}, nullptr);
-    FAIL("no error");
-  } catch (const pthload::DeviceError& e) {
-    CHECK(e.code() == Errc::kDeviceCudaUnavailable);
-    const std::string text = e.what();
-    CHECK(text.find("storage '1' is tagged 'cuda:0'") != std::string::npos);
-    CHECK(text.find("map_location \"cpu\"") != std::string::npos);
-  }
+  const auto e = error_thrown<pthload::DeviceError>(
+      [&] { pthload::device::place_storages(checkpoint, {}, nullptr); });
+  CHECK(e.code() == Errc::kDeviceCudaUnavailable);
+  const std::string text = e.what();
+  CHECK(text.find("storage '1' is tagged 'cuda:0'") != std::string::npos);
+  CHECK(text.find("map_location \"cpu\"") != std::string::npos);
 }
 
 TEST_CASE("device: map_location as a device string or a Device") {
@@ -175,15 +149,12 @@ TEST_CASE("device: a map_location answer that is no device is refused, before an
   const Device bogus{static_cast<Device::Type>(7), 0};
   for (const auto& map_location : {answering(bogus), pthload::map_to(bogus)}) {
     auto opened = pthload::open(file.path());
-    try {
-      pthload::device::place_storages(opened, {.map_location = map_location}, nullptr);
-      FAIL("no error");
-    } catch (const pthload::UnsupportedError& e) {
-      CHECK(e.code() == Errc::kDeviceUnsupportedType);
-      const std::string text = e.what();
-      CHECK(text.find("storage '0' is tagged 'cpu'") != std::string::npos);
-      CHECK(text.find("device type 7") != std::string::npos);
-    }
+    const auto e = error_thrown<pthload::UnsupportedError>(
+        [&] { pthload::device::place_storages(opened, {.map_location = map_location}, nullptr); });
+    CHECK(e.code() == Errc::kDeviceUnsupportedType);
+    const std::string text = e.what();
+    CHECK(text.find("storage '0' is tagged 'cpu'") != std::string::npos);
+    CHECK(text.find("device type 7") != std::string::npos);
     for (const auto& storage : opened.storages())
       CHECK_FALSE(storage->is_placed());
   }
@@ -206,16 +177,13 @@ TEST_CASE("device: a CUDA ordinal past the device count names the fix") {
   pthload::internal::StorageState storage;
   storage.key = "2";
   storage.location = "cuda:3";
-  try {
-    pthload::device::check_device_exists(storage, Device::cuda(3), false, 1);
-    FAIL("no error");
-  } catch (const pthload::DeviceError& e) {
-    CHECK(e.code() == Errc::kDeviceOrdinalOutOfRange);
-    const std::string text = e.what();
-    CHECK(text.find("storage '2' is tagged 'cuda:3'") != std::string::npos);
-    CHECK(text.find("1 CUDA device") != std::string::npos);
-    CHECK(text.find("map_location") != std::string::npos);
-  }
+  const auto e = error_thrown<pthload::DeviceError>(
+      [&] { pthload::device::check_device_exists(storage, Device::cuda(3), false, 1); });
+  CHECK(e.code() == Errc::kDeviceOrdinalOutOfRange);
+  const std::string text = e.what();
+  CHECK(text.find("storage '2' is tagged 'cuda:3'") != std::string::npos);
+  CHECK(text.find("1 CUDA device") != std::string::npos);
+  CHECK(text.find("map_location") != std::string::npos);
   CHECK_NOTHROW(pthload::device::check_device_exists(storage, Device::cuda(0), true, 1));
   CHECK_NOTHROW(pthload::device::check_device_exists(storage, Device::cpu(), false, 0));
 }
@@ -285,12 +253,8 @@ TEST_CASE(
 
   // Moving a placed checkpoint: the error names the file, as load()'s do.
   auto loaded = pthload::load(file.path(), {.map_location = pthload::map_to("cpu")});
-  try {
-    loaded.to(Device::cuda(99));
-    FAIL("cuda:99 exists");
-  } catch (const pthload::DeviceError& e) {
-    CHECK(e.context().path == file.path().string());
-  }
+  const auto e = error_thrown<pthload::DeviceError>([&] { loaded.to(Device::cuda(99)); });
+  CHECK(e.context().path == file.path().string());
 }
 
 TEST_CASE("device: meta placement reads no bytes") {

@@ -1,8 +1,7 @@
 // The GPU placement pipeline on the host backend: arena layout, chunking and staging-ring reuse,
 // byte order, several devices, the caller's allocator, progress, Checkpoint::to, and cleanup
-// after injected failures (out of memory, failing copies) with nothing leaked, and DLPack exports
-// and byte holds that outlive a move.
-#include <dlpack/dlpack.h>
+// after injected failures (out of memory, failing copies) with nothing leaked, and byte holds
+// that outlive a move. DLPack exports across a move: tests/capi/dlpack_moves_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -10,17 +9,16 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 #include "device/cpu/kernels.hpp"
 #include "device/host_backend.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
-#include "pthload/dlpack.hpp"
 #include "pthload/error.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
-#include "checkpoint/access.hpp"
-#include "checkpoint/state.hpp"
 
 using pthload::Device;
 using pthload::Dtype;
@@ -29,35 +27,13 @@ using pthload::device::HostBackend;
 using pthload::device::HostBackendSettings;
 using pthload::device::PipelineReport;
 using pthload::test::checkpoint_file;
+using pthload::test::distinct_floats;
 using pthload::test::error_code_of;
+using pthload::test::error_thrown;
+using pthload::test::many_storages;
 using pthload::test::PickleWriter;
 
 namespace {
-
-// `count` float32 values from `next` on, one apart, as a record's bytes; `next` moves past them.
-std::string distinct_floats(int count, float& next) {
-  std::string data = pthload::test::float_record(count, next);
-  next += static_cast<float>(count);
-  return data;
-}
-
-// `count` float32 storages '0'..; storage i holds `sizes[i % sizes.size()]` elements, each
-// element's value distinct across the whole file. Tags alternate cuda:0 / cuda:1.
-pthload::test::TempFile many_storages(int count, std::vector<int> sizes) {
-  PickleWriter p;
-  p.empty_dict().mark();
-  std::vector<pthload::test::zip_build::Record> records;
-  float next = 0.5f;
-  for (int i = 0; i < count; ++i) {
-    const int n = sizes[static_cast<std::size_t>(i) % sizes.size()];
-    const std::string key = std::to_string(i);
-    p.str("t" + key).tensor_v2("FloatStorage", key, n, 0, {n}, {1},
-                               i % 2 == 0 ? "cuda:0" : "cuda:1");
-    records.push_back({.name = "ck/data/" + key, .data = distinct_floats(n, next)});
-  }
-  p.setitems().stop();
-  return checkpoint_file(p.bytes(), records);
-}
 
 // Loads through the pipeline on `backend`, as load() does with the CUDA backend.
 pthload::Checkpoint load_on(const std::shared_ptr<HostBackend>& backend,
@@ -85,7 +61,7 @@ void check_same_bytes(const pthload::Checkpoint& on_device, const std::filesyste
 
 // Storages '0' (cpu), '1' (cuda:0), '2' (cpu, a deflated record), '3' (cpu) and '4' (cuda:0), of
 // 4, 3, 4, 2 and 5 floats with values distinct across the file.
-pthload::test::TempFile mixed_storages() {
+pthload::test::TempPath mixed_storages() {
   struct Part {
     int count;
     const char* location;
@@ -283,18 +259,15 @@ TEST_CASE("device pipeline: an allocation failing midway releases everything and
     auto backend = std::make_shared<HostBackend>(HostBackendSettings{.fail_allocation_at = k});
     pthload::LoadOptions options{.map_location = pthload::map_to("cuda:0")};
     options.cuda.arena_storage_bytes = 0;
-    try {
-      (void)load_on(backend, file.path(), options);
-      FAIL("no error");
-    } catch (const pthload::DeviceError& e) {
-      CHECK(e.code() == Errc::kDeviceAllocationFailed);
-      const std::string text = e.what();
-      CHECK(text.find("storage '" + std::to_string(k) + "'") != std::string::npos);
-      CHECK(text.find("cuda:0") != std::string::npos);
-      CHECK(text.find(k % 2 == 0 ? "400000 bytes" : "32 bytes") != std::string::npos);
-      CHECK(text.find(file.path().string()) == 0);
-      CHECK(text.find("--map-location") == std::string::npos);
-    }
+    const auto e =
+        error_thrown<pthload::DeviceError>([&] { (void)load_on(backend, file.path(), options); });
+    CHECK(e.code() == Errc::kDeviceAllocationFailed);
+    const std::string text = e.what();
+    CHECK(text.find("storage '" + std::to_string(k) + "'") != std::string::npos);
+    CHECK(text.find("cuda:0") != std::string::npos);
+    CHECK(text.find(k % 2 == 0 ? "400000 bytes" : "32 bytes") != std::string::npos);
+    CHECK(text.find(file.path().string()) == 0);
+    CHECK(text.find("--map-location") == std::string::npos);
     check_nothing_left(*backend);
   }
 }
@@ -429,13 +402,10 @@ TEST_CASE("device pipeline: Checkpoint::to refuses meta storages, kSkipStorage a
   const auto before = devices_of(mixed);
   for (const Device target : {Device::cpu(), Device::cuda(0)}) {
     CAPTURE(target.to_string());
-    try {
-      pthload::device::move_storages(mixed, target, {}, backend);
-      FAIL("no error");
-    } catch (const pthload::UnsupportedError& e) {
-      CHECK(e.code() == Errc::kDeviceUnsupportedType);
-      CHECK(std::string(e.what()).find("storage '2' is on meta") != std::string::npos);
-    }
+    const auto e = error_thrown<pthload::UnsupportedError>(
+        [&] { pthload::device::move_storages(mixed, target, {}, backend); });
+    CHECK(e.code() == Errc::kDeviceUnsupportedType);
+    CHECK(std::string(e.what()).find("storage '2' is on meta") != std::string::npos);
     CHECK(devices_of(mixed) == before);
     check_nothing_left(*backend);
   }
@@ -466,60 +436,6 @@ TEST_CASE("device pipeline: Checkpoint::to refuses meta storages, kSkipStorage a
   pthload::device::move_storages(loaded, Device::cuda(1), {}, backend);
   pthload::device::move_storages(loaded, {Device::Type::kCpu, 5}, {}, backend);
   CHECK(devices_of(loaded) == std::vector<Device>(4, Device::cpu()));
-  check_nothing_left(*backend);
-}
-
-// ASan is what makes this test bite: before holds, to() freed the bytes an export pointed at.
-TEST_CASE("device pipeline: DLPack exports and byte holds keep their bytes across Checkpoint::to") {
-  const auto file = many_storages(6, {3000, 7});
-  auto backend = std::make_shared<HostBackend>(HostBackendSettings{.devices = 2});
-  const auto reference = pthload::load(file.path(), {.map_location = pthload::map_to("cpu")});
-  const auto expected = [&](const char* name) {
-    const auto bytes = reference.tensor(name).contiguous_bytes();
-    return std::vector<std::byte>(bytes.begin(), bytes.end());
-  };
-  const auto shows = [](const DLManagedTensor* managed, const std::vector<std::byte>& bytes) {
-    return std::memcmp(managed->dl_tensor.data, bytes.data(), bytes.size()) == 0;
-  };
-  // Owned CPU copies: a view of the file would outlive to() through the mapping anyway.
-  auto checkpoint = load_on(backend, file.path(),
-                            {.map_location = pthload::map_to("cpu"), .copy_cpu_storages = true});
-  DLManagedTensor* on_cpu = pthload::to_dlpack(checkpoint.tensor("t0"));
-  auto held = checkpoint.tensor("t2").hold_bytes();
-  const std::byte* held_bytes = checkpoint.tensor("t2").data();
-  REQUIRE(held != nullptr);
-  CHECK(checkpoint.tensor("t2").hold_bytes() == held);  // one hold per placement, shared
-
-  pthload::device::move_storages(checkpoint, Device::cuda(0), {}, backend);
-  CHECK(checkpoint.tensor("t0").device() == Device::cuda(0));
-  CHECK(on_cpu->dl_tensor.device.device_type == kDLCPU);
-  CHECK(shows(on_cpu, expected("t0")));
-  DLManagedTensor* on_gpu0 = pthload::to_dlpack(checkpoint.tensor("t1"));
-  CHECK(on_gpu0->dl_tensor.device.device_type == kDLCUDA);
-
-  pthload::device::move_storages(checkpoint, Device::cuda(1), {}, backend);
-  // A hold taken after a move pins the new placement, not the old one.
-  auto held_on_gpu1 = checkpoint.tensor("t2").hold_bytes();
-  CHECK(held_on_gpu1 != held);
-  pthload::device::move_storages(checkpoint, Device::cpu(), {}, backend);
-  CHECK(shows(on_cpu, expected("t0")));
-  CHECK(shows(on_gpu0, expected("t1")));
-  const auto t2 = expected("t2");
-  CHECK(std::memcmp(held_bytes, t2.data(), t2.size()) == 0);
-  // The device memory left: what the cuda:0 export and the cuda:1 hold pin.
-  CHECK(backend->counts().device_allocations == 2);
-  CHECK(backend->device_of(on_gpu0->dl_tensor.data) == 0);
-  held_on_gpu1.reset();
-  CHECK(backend->counts().device_allocations == 1);
-  on_gpu0->deleter(on_gpu0);
-  CHECK(backend->counts().device_allocations == 0);
-  on_cpu->deleter(on_cpu);
-  held.reset();
-  // Holds end; the checkpoint's own bytes are untouched, and a new hold works.
-  CHECK(checkpoint.tensor("t0").contiguous_bytes() == expected("t0"));
-  DLManagedTensor* again = pthload::to_dlpack(checkpoint.tensor("t0"));
-  CHECK(shows(again, expected("t0")));
-  again->deleter(again);
   check_nothing_left(*backend);
 }
 

@@ -5,13 +5,16 @@
 
 #include <string>
 
-#include "legacy/legacy_builder.hpp"
 #include "pthload/error.hpp"
+#include "support/bytes.hpp"
 #include "support/error_code.hpp"
+#include "support/legacy_builder.hpp"
 
 using pthload::Errc;
 using pthload::legacy::Stream;
+using pthload::test::bytes_of;
 using pthload::test::error_code_of;
+using pthload::test::error_thrown;
 using pthload::test::PickleWriter;
 namespace lb = pthload::test::legacy_build;
 
@@ -33,12 +36,12 @@ std::string good_stream() {
 }
 
 Errc parse_code(const std::string& text) {
-  const auto bytes = lb::to_bytes(text);
+  const auto bytes = bytes_of(text);
   return error_code_of([&] { (void)Stream::parse(bytes); });
 }
 
 Errc data_code(const std::string& text, std::vector<std::size_t> sizes) {
-  const auto bytes = lb::to_bytes(text);
+  const auto bytes = bytes_of(text);
   return error_code_of([&] { (void)Stream::parse(bytes).storage_data(sizes); });
 }
 
@@ -46,7 +49,7 @@ Errc data_code(const std::string& text, std::vector<std::size_t> sizes) {
 
 TEST_CASE("legacy: a stream gives its main pickle, keys and storage ranges") {
   const auto text = good_stream();
-  const auto bytes = lb::to_bytes(text);
+  const auto bytes = bytes_of(text);
   auto stream = Stream::parse(bytes);
   CHECK(stream.main().root->is(pthload::pickle::Kind::kDict));
   CHECK(stream.main_range().offset == header().size());
@@ -64,7 +67,7 @@ TEST_CASE("legacy: a stream gives its main pickle, keys and storage ranges") {
 }
 
 TEST_CASE("legacy: persistent ids reach the callback in file order") {
-  const auto bytes = lb::to_bytes(good_stream());
+  const auto bytes = bytes_of(good_stream());
   int calls = 0;
   (void)Stream::parse(bytes, {}, [&](const pthload::pickle::Value&, pthload::pickle::ValueArena&) {
     ++calls;
@@ -91,7 +94,7 @@ TEST_CASE("legacy: truncated streams") {
   CHECK(parse_code(header() + main_pickle()) == Errc::kLegacyTruncated);
   // Cut inside the main pickle: the pickle machine reports it.
   const auto cut = header() + main_pickle().substr(0, 20);
-  CHECK_THROWS_AS((void)Stream::parse(lb::to_bytes(cut)), pthload::FormatError);
+  CHECK_THROWS_AS((void)Stream::parse(bytes_of(cut)), pthload::FormatError);
   // Cut inside an element count.
   const auto text = header() + main_pickle() + lb::key_list({"100"}) + lb::count(6).substr(0, 5);
   CHECK(data_code(text, {4}) == Errc::kLegacyTruncated);
@@ -107,14 +110,12 @@ TEST_CASE("legacy: counts past the end of the file and huge counts") {
   CHECK(data_code(start + lb::count(~std::uint64_t{0} / 4 + 1) + lb::floats(6), {4}) ==
         Errc::kLegacyStorageOutOfBounds);
   // The error carries the count's file offset.
-  const auto bytes = lb::to_bytes(start + lb::count(7) + lb::floats(6));
-  try {
+  const auto bytes = bytes_of(start + lb::count(7) + lb::floats(6));
+  const auto e = error_thrown<pthload::FormatError>([&] {
     const std::size_t sizes[] = {4};
     (void)Stream::parse(bytes).storage_data(sizes);
-    FAIL("no error");
-  } catch (const pthload::FormatError& e) {
-    CHECK(e.context().offset == start.size());
-  }
+  });
+  CHECK(e.context().offset == start.size());
 }
 
 TEST_CASE("legacy: the key list") {

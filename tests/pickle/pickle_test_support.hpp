@@ -13,6 +13,7 @@
 #include "pickle/machine.hpp"
 #include "pickle/print.hpp"
 #include "pthload/error.hpp"
+#include "support/error_code.hpp"
 
 namespace pthload::pickle::test {
 
@@ -33,16 +34,8 @@ inline std::string printed(std::string_view pickle, const PrintOptions& print_op
   return print(*result.root, print_options);
 }
 
-/// The error `f` throws, or nullopt.
-template <typename F>
-std::optional<Error> error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
+/// The error `f` throws, or nullopt (support/error_code.hpp).
+using pthload::test::error_of;
 
 /// The error running `pickle` throws, or nullopt.
 inline std::optional<Error> run_error(std::string_view pickle, const Limits& limits = {},

@@ -10,6 +10,7 @@
 
 #include "pickle/codecs.hpp"
 #include "pickle_test_support.hpp"
+#include "support/files.hpp"
 
 using namespace std::literals;
 
@@ -17,11 +18,9 @@ namespace {
 
 std::vector<std::string> fixture_pickles() {
   std::vector<std::string> names;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(PTHLOAD_FIXTURES_DIR) + "/pickle")) {
-    if (entry.path().extension() == ".pkl") names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
+  for (const auto& path :
+       pthload::test::fixture_files("pickle", pthload::test::has_extension(".pkl")))
+    names.push_back(path.filename().string());
   return names;
 }
 

@@ -8,9 +8,9 @@
 
 #include "pthload/error.hpp"
 #include "safetensors/header.hpp"
-#include "safetensors/safetensors_builder.hpp"
-#include "support/checkpoint_file.hpp"
+#include "support/bytes.hpp"
 #include "support/error_code.hpp"
+#include "support/safetensors_builder.hpp"
 
 using pthload::Dtype;
 using pthload::Errc;
@@ -29,13 +29,10 @@ Errc code_of(const std::string& members, const std::string& data = {}) {
   return parse_code(sb::file("{" + members + "}", data));
 }
 
+// The offset of the error parsing `bytes` throws; all ones when it throws none or names none.
 std::uint64_t offset_of(const std::vector<std::byte>& bytes) {
-  try {
-    (void)Header::parse(bytes);
-  } catch (const pthload::Error& e) {
-    return e.context().offset.value_or(~std::uint64_t{0});
-  }
-  return ~std::uint64_t{0};
+  const auto error = pthload::test::error_of([&] { (void)Header::parse(bytes); });
+  return error ? error->context().offset.value_or(~std::uint64_t{0}) : ~std::uint64_t{0};
 }
 
 }  // namespace

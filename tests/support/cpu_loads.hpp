@@ -8,6 +8,7 @@
 
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
+#include "support/files.hpp"
 
 namespace pthload::test {
 
@@ -29,16 +30,14 @@ inline const std::array<CpuPlacement, 3> kCpuPlacements = {{
 template <typename Check>
 int for_each_torch_fixture(Check&& check) {
   int files = 0;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(PTHLOAD_FIXTURES_DIR "/torch")) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".pt") continue;
+  for (const auto& path : fixture_files("torch", has_extension(".pt"))) {
     std::optional<Checkpoint> checkpoint;
     try {
-      checkpoint.emplace(load(entry.path(), {.map_location = map_to("cpu")}));
+      checkpoint.emplace(load(path, {.map_location = map_to("cpu")}));
     } catch (const Error&) {
       continue;
     }
-    check(entry.path(), *checkpoint);
+    check(path, *checkpoint);
     ++files;
   }
   return files;

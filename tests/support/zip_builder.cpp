@@ -3,7 +3,6 @@
 
 #include <libdeflate.h>
 
-#include <cstring>
 #include <stdexcept>
 
 namespace pthload::test::zip_build {
@@ -16,8 +15,8 @@ class Writer {
   void u32(std::uint64_t v) { put(v, 4); }
   void u64(std::uint64_t v) { put(v, 8); }
   void text(std::string_view s) {
-    for (char c : s)
-      bytes_.push_back(static_cast<std::byte>(c));
+    const auto bytes = std::as_bytes(std::span(s.data(), s.size()));
+    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
   }
   std::vector<std::byte> take() { return std::move(bytes_); }
 
@@ -63,6 +62,7 @@ Built build(const std::vector<Record>& records, const Options& options) {
     const std::string& local_name = record.local_name.empty() ? record.name : record.local_name;
     const std::uint32_t crc = crc_of(record.data);
     RecordLayout layout;
+    layout.name = record.name;
     layout.local_header = w.position();
     w.u32(0x04034b50);
     w.u16(options.zip64_extra ? 45 : 20);
@@ -185,16 +185,6 @@ std::uint64_t peek(std::span<const std::byte> bytes, std::uint64_t offset, unsig
 void poke(std::span<std::byte> bytes, std::uint64_t offset, unsigned width, std::uint64_t value) {
   for (unsigned i = 0; i < width; ++i)
     bytes[offset + i] = static_cast<std::byte>(value >> (8 * i));
-}
-
-std::vector<std::byte> to_bytes(std::string_view text) {
-  std::vector<std::byte> out(text.size());
-  if (!text.empty()) std::memcpy(out.data(), text.data(), text.size());
-  return out;
-}
-
-std::string to_string(std::span<const std::byte> bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 }  // namespace pthload::test::zip_build

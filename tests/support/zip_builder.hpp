@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pthload::test::zip_build {
@@ -38,6 +40,7 @@ struct Options {
 
 /// Where each header of one record lies in the file.
 struct RecordLayout {
+  std::string name;
   std::uint64_t local_header = 0;
   std::uint64_t data = 0;
   std::uint64_t central_header = 0;
@@ -51,6 +54,13 @@ struct Built {
   std::uint64_t zip64_end_record = 0;  ///< 0 when none
   std::uint64_t zip64_locator = 0;     ///< 0 when none
   std::uint64_t end_record = 0;
+
+  /// The layout of the record `name`; throws when there is none.
+  [[nodiscard]] const RecordLayout& at(std::string_view name) const {
+    for (const auto& record : records)
+      if (record.name == name) return record;
+    throw std::out_of_range("no record " + std::string(name));
+  }
 };
 
 /// Writes `records` into a new archive.
@@ -101,9 +111,5 @@ inline void poke_le32(std::span<std::byte> b, std::uint64_t o, std::uint64_t v) 
 inline void poke_le64(std::span<std::byte> b, std::uint64_t o, std::uint64_t v) {
   poke(b, o, 8, v);
 }
-
-/// Bytes of a string, and a string of bytes.
-[[nodiscard]] std::vector<std::byte> to_bytes(std::string_view text);
-[[nodiscard]] std::string to_string(std::span<const std::byte> bytes);
 
 }  // namespace pthload::test::zip_build

@@ -1,7 +1,7 @@
 // Tensors whose bytes or geometry the pickle holds, as open() rebuilds them: numpy arrays kept
 // opaque or refused, and nested tensors with hostile geometry (the pickles:
 // tests/support/pickled_tensors.hpp). Their loads, which read the bytes, and the device-tensor
-// and wrapper-subclass cases, which need map_location, are tests/device/torch_loads_test.cpp.
+// and wrapper-subclass cases, which need map_location, are loaded_rebuilds_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
@@ -17,13 +18,13 @@
 #include "support/pickle_writer.hpp"
 #include "support/pickled_tensors.hpp"
 #include "torch/naming.hpp"
-#include "checkpoint/state.hpp"
 #include "torch/tensor_builder.hpp"
 
 using pthload::Errc;
 using pthload::test::checkpoint_file;
 using pthload::test::dict_of;
 using pthload::test::error_code_of;
+using pthload::test::error_thrown;
 using pthload::test::kBigEndianInt16;
 using pthload::test::kObjectArray;
 using pthload::test::le64s;
@@ -74,13 +75,10 @@ TEST_CASE("torch: numpy arrays have at most 64 dimensions, numpy's NPY_MAXDIMS")
   const auto checkpoint = pthload::open(array_of_rank(64).path());
   REQUIRE(checkpoint.tensors().size() == 1);
   CHECK(checkpoint.tensors()[0].tensor.dim() == 64);
-  try {
-    (void)pthload::open(array_of_rank(65).path());
-    FAIL("a 65-dimension numpy array was accepted");
-  } catch (const pthload::FormatError& e) {
-    CHECK(e.code() == Errc::kTorchBadNumpyArray);
-    CHECK(std::string(e.what()).find("65 dimensions (at most 64,") != std::string::npos);
-  }
+  const auto e =
+      error_thrown<pthload::FormatError>([&] { (void)pthload::open(array_of_rank(65).path()); });
+  CHECK(e.code() == Errc::kTorchBadNumpyArray);
+  CHECK(std::string(e.what()).find("65 dimensions (at most 64,") != std::string::npos);
 }
 
 TEST_CASE("torch: numpy arrays sharing spelled bytes decode each spelling once") {
@@ -140,17 +138,15 @@ TEST_CASE("torch: hostile nested tensor geometry is an error with record and off
   CHECK(code_of(nested_pickle(), nested_records(le64s({3, 1LL << 40}), le64s({1, 1}),
                                                 le64s({0, 3}))) == Errc::kTorchTensorOutOfBounds);
   // A negative stride, reported at its byte in its record.
-  try {
+  const auto e = error_thrown<pthload::FormatError>([&] {
     (void)pthload::open(
         checkpoint_file(nested_pickle(),
                         nested_records(le64s({3, 5}), le64s({1, -1}), le64s({0, 3})))
             .path());
-    FAIL("negative stride accepted");
-  } catch (const pthload::FormatError& e) {
-    CHECK(e.code() == Errc::kTorchBadNestedTensor);
-    CHECK(e.context().record == "ck/data/2");
-    CHECK(e.context().offset == 8);
-  }
+  });
+  CHECK(e.code() == Errc::kTorchBadNestedTensor);
+  CHECK(e.context().record == "ck/data/2");
+  CHECK(e.context().offset == 8);
   CHECK(code_of(nested_pickle(), nested_records(le64s({3, 5}), le64s({1, 1}), le64s({0, -3}))) ==
         Errc::kTorchBadNestedTensor);
   // sizes must be int64 and [n, d] beside strides [n, d].

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "checkpoint/state.hpp"
 #include "pickle/machine.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
@@ -17,7 +18,6 @@
 #include "support/pickle_writer.hpp"
 #include "support/zip_builder.hpp"
 #include "torch/naming.hpp"
-#include "checkpoint/state.hpp"
 #include "torch/tensor_builder.hpp"
 #include "zip/archive.hpp"
 

@@ -4,12 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "support/bytes.hpp"
 #include "support/error_code.hpp"
 #include "support/zip_builder.hpp"
 #include "zip/archive.hpp"
 
 using pthload::Errc;
-using pthload::test::error_code_of;
+using pthload::test::error_thrown;
+using pthload::test::text_of;
 using pthload::zip::Archive;
 namespace build = pthload::test::zip_build;
 
@@ -50,9 +52,9 @@ TEST_CASE("zip: stored records are zero-copy views into the file") {
   const auto record = archive.read(archive.at("tiny/data/0"));
   CHECK(record.is_view());
   CHECK(record.bytes().data() == built.bytes.data() + built.records[1].data);
-  CHECK(build::to_string(record.bytes()) == kTorchLike[1].data);
+  CHECK(text_of(record.bytes()) == kTorchLike[1].data);
   auto buffer = Archive::parse(built.bytes).read(archive.at("tiny/version")).take_buffer();
-  CHECK(build::to_string(buffer.span()) == "3\n");
+  CHECK(text_of(buffer.span()) == "3\n");
 }
 
 TEST_CASE("zip: deflated records are inflated into an owned aligned buffer") {
@@ -66,7 +68,7 @@ TEST_CASE("zip: deflated records are inflated into an owned aligned buffer") {
   auto record = archive.read(entry, true);
   CHECK_FALSE(record.is_view());
   CHECK(reinterpret_cast<std::uintptr_t>(record.bytes().data()) % 64 == 0);
-  CHECK(build::to_string(record.bytes()) == text);
+  CHECK(text_of(record.bytes()) == text);
   const auto* data = record.bytes().data();
   auto buffer = std::move(record).take_buffer();
   CHECK(buffer.data() == data);  // the inflated buffer itself, not a copy
@@ -82,12 +84,10 @@ TEST_CASE("zip: find and at look names up exactly") {
   CHECK(archive.find("tiny/version\n") == nullptr);
   CHECK(archive.find("") == nullptr);
   CHECK(&archive.at("tiny/data.pkl") == &archive.entries()[0]);
-  CHECK(error_code_of([&] { (void)archive.at("archive/data.pkl"); }) == Errc::kZipRecordNotFound);
-  try {
-    (void)archive.at("archive/data.pkl");
-  } catch (const pthload::FormatError& e) {
-    CHECK(e.context().record == "archive/data.pkl");
-  }
+  const auto missing =
+      error_thrown<pthload::FormatError>([&] { (void)archive.at("archive/data.pkl"); });
+  CHECK(missing.code() == Errc::kZipRecordNotFound);
+  CHECK(missing.context().record == "archive/data.pkl");
 }
 
 TEST_CASE("zip: a copied archive keeps working after the original is gone") {
@@ -97,7 +97,7 @@ TEST_CASE("zip: a copied archive keeps working after the original is gone") {
     const auto original = Archive::parse(built.bytes);
     copy = original;
   }
-  CHECK(build::to_string(copy->read(copy->at("tiny/version")).bytes()) == "3\n");
+  CHECK(text_of(copy->read(copy->at("tiny/version")).bytes()) == "3\n");
 }
 
 TEST_CASE("zip: many entries are indexed and found") {
@@ -111,7 +111,7 @@ TEST_CASE("zip: many entries are indexed and found") {
   for (int i = 0; i < 3000; i += 7) {
     const auto* entry = archive.find("m/data/" + std::to_string(i));
     REQUIRE(entry != nullptr);
-    CHECK(build::to_string(archive.read(*entry).bytes()) == std::to_string(i));
+    CHECK(text_of(archive.read(*entry).bytes()) == std::to_string(i));
   }
 }
 

@@ -5,10 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "support/bytes.hpp"
 #include "support/zip_builder.hpp"
 #include "zip/zip_test_support.hpp"
 
 using pthload::Errc;
+using pthload::test::bytes_of;
 using pthload::test::parse_outcome;
 namespace build = pthload::test::zip_build;
 namespace ef = build::end_field;
@@ -39,7 +41,7 @@ TEST_CASE("zip: files that are not archives are named so") {
                                 std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8"
                                             "\x50\x19\x2e",
                                             15)}) {
-    const auto bytes = build::to_bytes(text);
+    const auto bytes = bytes_of(text);
     const auto result = parse_outcome(bytes);
     CHECK(result.code == Errc::kZipNotAnArchive);
   }

@@ -65,7 +65,7 @@ Parsed parsed_by(Parse&& parse) {
 // What Archive::parse says of the whole file, and of the io=map image: must be the same.
 // Returns the first.
 Parsed check_same_outcome(const std::vector<std::byte>& bytes, bool expect_resolved) {
-  const pthload::test::TempFile file(bytes);
+  const pthload::test::TempPath file(bytes);
   const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
   auto directory = pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved);
   REQUIRE(directory.has_value());
@@ -85,7 +85,7 @@ Parsed check_same_outcome(const std::vector<std::byte>& bytes, bool expect_resol
 
 TEST_CASE("zip image: local headers are resolved where they are read and kept out of the image") {
   const build::Built built = build::build(records());
-  const pthload::test::TempFile file(built.bytes);
+  const pthload::test::TempPath file(built.bytes);
   const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
   auto directory = pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved);
   REQUIRE(directory.has_value());
@@ -144,7 +144,7 @@ TEST_CASE(
   auto cut = built.bytes;
   cut.resize(built.records.back().local_header + 10);
   CAPTURE("truncated");
-  const pthload::test::TempFile file(cut);
+  const pthload::test::TempPath file(cut);
   const MappedFile image = MappedFile::image_with_views(FileReader::open(file.path()));
   CHECK_FALSE(
       pthload::zip::fill_archive_image(image, {}, is_storage, LocalHeaders::kResolved).has_value());
@@ -195,7 +195,7 @@ TEST_CASE("zip image: a zip64 end record far before the tail (extensible data) i
   REQUIRE(built.bytes.size() > std::size_t{17} << 20);
   const Parsed parsed = check_same_outcome(built.bytes, true);
   CHECK(parsed.outcome.code == Errc::kOk);
-  const pthload::test::TempFile file(built.bytes);
+  const pthload::test::TempPath file(built.bytes);
   const MappedFile image = MappedFile::image(FileReader::open(file.path()));
   const auto directory = pthload::zip::fill_archive_image(image, {}, is_storage);
   REQUIRE(directory.has_value());

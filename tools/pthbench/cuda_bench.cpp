@@ -12,11 +12,11 @@
 #include <string>
 
 #include "bench.hpp"
+#include "checkpoint/state.hpp"
 #include "device/backend.hpp"
 #include "device/host_backend.hpp"
 #include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
-#include "checkpoint/state.hpp"
 
 namespace pthbench {
 namespace {
