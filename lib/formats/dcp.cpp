@@ -93,7 +93,10 @@ struct OpenedItem {
 
 OpenedItem open_item(ItemFiles& files, const dcp::Entry& entry, const dcp::Chunk& chunk,
                      Dtype dtype, const LoadOptions& options) {
-  const auto [file, bytes] = files.item(chunk.location);
+  // Named, not a structured binding: clang before 16 cannot capture bindings in the lambda.
+  const auto file_and_bytes = files.item(chunk.location);
+  const std::shared_ptr<const common::MappedFile>& file = file_and_bytes.first;
+  const std::span<const std::byte> bytes = file_and_bytes.second;
   const std::string where =
       fmt::format("{}+{}", chunk.location.relative_path, chunk.location.offset);
   const std::string path = files.path_of(chunk.location).string();
