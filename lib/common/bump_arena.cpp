@@ -10,7 +10,6 @@ namespace {
 
 constexpr std::size_t kFirstBlockSize = 4096;
 constexpr std::size_t kMaxBlockSize = std::size_t{4} << 20;
-static_assert(ReadyBlocks::kBlockBytes == kMaxBlockSize);
 
 }  // namespace
 
@@ -30,11 +29,8 @@ void* BumpArena::allocate_slow(std::size_t size, std::size_t alignment) {
   std::size_t block_size = std::max(next_block_size_, kFirstBlockSize);
   next_block_size_ = std::min(block_size * 2, kMaxBlockSize);
   if (needed > block_size) block_size = needed;
-  // A block of the largest size another thread has made ready, if one is.
-  LargeBlock ready = block_size == kMaxBlockSize && ready_blocks_ != nullptr ? ready_blocks_->take()
-                                                                             : LargeBlock{};
   // Aligned for any fundamental type (operator new's 16 on x86-64 and aarch64, or a page).
-  blocks_.push_back(ready ? std::move(ready) : make_large_block(block_size));
+  blocks_.push_back(make_large_block(block_size));
   bytes_reserved_ += block_size;
   std::byte* block = blocks_.back().get();
   if (needed > kMaxBlockSize / 2 && cursor_ != nullptr) {

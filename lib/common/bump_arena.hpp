@@ -11,8 +11,7 @@ namespace pthload::common {
 
 /// Hands out memory from blocks that start at 4 KiB (a small user costs one; a user that says
 /// what it expects to fill, larger) and double up to 4 MiB, those from kLargeBlockBytes on
-/// mappings of their own (common::LargeBlock: the memory policy of common/fresh_memory.hpp), or
-/// ready ones from the load's ReadyBlocks (draw_from). A
+/// mappings of their own (common::LargeBlock: the memory policy of common/fresh_memory.hpp). A
 /// request larger than half the largest block gets a block of its own, leaving the current block
 /// in use. Nothing is freed before the arena. Move-only (moving keeps every pointer valid); not
 /// thread-safe. The pickle machine's value tree, the memo and (through an ObjectArena) the
@@ -38,9 +37,6 @@ class BumpArena {
   /// power of two, at most the largest block) instead of doubling from 4 KiB; memory is still
   /// touched only as it is used.
   void expect(std::size_t bytes) noexcept;
-  /// Takes its largest blocks from `blocks` where one is ready (nullptr: never). `blocks` must
-  /// outlive every allocation made meanwhile; the blocks taken are this arena's.
-  void draw_from(ReadyBlocks* blocks) noexcept { ready_blocks_ = blocks; }
 
  private:
   void* allocate_slow(std::size_t size, std::size_t alignment);
@@ -50,7 +46,6 @@ class BumpArena {
   std::byte* limit_ = nullptr;  // the current block's end
   std::size_t next_block_size_ = 0;
   std::size_t bytes_reserved_ = 0;
-  ReadyBlocks* ready_blocks_ = nullptr;
 };
 
 }  // namespace pthload::common

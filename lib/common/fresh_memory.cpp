@@ -3,12 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
-#include <system_error>
-#include <utility>
 
 #include "common/fault_hooks.hpp"
 
@@ -101,66 +98,6 @@ void prepare_for_pread(std::span<std::byte> range) noexcept {
   // faulted it in and the others cost a cache line each; where the kernel gave none, each
   // write takes the fault pread would have.
   write_every(range.data(), range.size(), page_bytes());
-}
-
-ReadyBlocks::ReadyBlocks(std::size_t count) noexcept {
-  if (count == 0) return;
-  try {
-    ready_.reserve(count);  // so that handing a block over never allocates
-    thread_ =
-        std::jthread([this, count](const std::stop_token& stop) noexcept { make(stop, count); });
-  } catch (const std::bad_alloc&) {
-    // Nothing is made: take() finds nothing.
-  } catch (const std::system_error&) {
-    // No thread: the same.
-  }
-}
-
-ReadyBlocks::~ReadyBlocks() {
-  if (thread_.joinable()) {
-    thread_.request_stop();
-    thread_.join();
-  }
-}
-
-void ReadyBlocks::make(const std::stop_token& stop, std::size_t count) noexcept {
-  // Small pages, one write each (prepare_for_pread's way): not MADV_POPULATE_WRITE, whose mmap
-  // lock would stall the loading thread's own mmaps and page faults meanwhile.
-  constexpr std::size_t kBytesBetweenStopChecks = std::size_t{512} << 10;
-  for (std::size_t i = 0; i < count && !stop.stop_requested(); ++i) {
-    LargeBlock block;
-    try {
-      block = make_large_block(kBlockBytes);
-    } catch (const std::bad_alloc&) {
-      return;
-    }
-    for (std::size_t at = 0; at < kBlockBytes; at += kBytesBetweenStopChecks) {
-      if (stop.stop_requested()) return;
-      write_every(block.get() + at, kBytesBetweenStopChecks, page_bytes());
-    }
-    const std::lock_guard lock(mutex_);
-    ready_.push_back(std::move(block));  // reserved: cannot throw
-    ++made_;
-  }
-}
-
-LargeBlock ReadyBlocks::take() noexcept {
-  const std::lock_guard lock(mutex_);
-  if (ready_.empty()) return {};
-  LargeBlock block = std::move(ready_.back());
-  ready_.pop_back();
-  ++taken_;
-  return block;
-}
-
-std::size_t ReadyBlocks::made() const noexcept {
-  const std::lock_guard lock(mutex_);
-  return made_;
-}
-
-std::size_t ReadyBlocks::taken() const noexcept {
-  const std::lock_guard lock(mutex_);
-  return taken_;
 }
 
 }  // namespace pthload::common

@@ -10,25 +10,17 @@
 //     default: on virtual machines whose host takes back free memory (virtio-balloon free page
 //     reporting), a huge page the host has discarded costs 5-30 ms to fault in, and a process
 //     started once found no gain in them (docs/performance.md, "The memory policy").
-//   - A range a thread is about to fill with pread (a copy of a storage) is first written a byte
-//     per page by that thread (prepare_for_pread): the page faults are then taken in user space,
-//     cheaper than inside pread's copy.
-//   - Where a load may use a second thread, its arenas can draw their largest blocks from a
-//     ReadyBlocks the load makes and hands them: a thread of its own writes each page of those
-//     blocks while the load reads the file's index, so the pickle's values land in memory that is
-//     there. Explicit, per load: no registry, no process-wide state.
+//   - A range a thread is about to fill with pread (a copy of a storage, an image of part of a
+//     file) is first written a byte per page by that thread (prepare_for_pread): the page faults
+//     are then taken in user space, cheaper than inside pread's copy.
 // Nothing else: no code outside this file advises, populates or times pages.
 #pragma once
 
 #include <cstddef>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <span>
-#include <stop_token>
-#include <thread>
-#include <vector>
 
 namespace pthload::common {
 
@@ -113,39 +105,5 @@ using LargeBlock = std::unique_ptr<std::byte[], LargeBlockDeleter>;
 [[nodiscard]] inline LargeBlock make_large_block(std::size_t size) {
   return LargeBlock(LargeArrayAllocator<std::byte>{}.allocate(size), LargeBlockDeleter{size});
 }
-
-/// Blocks of kBlockBytes (BumpArena's largest) that a thread of its own makes resident, one
-/// after another, for the arenas of one load to take (BumpArena::draw_from). Opening a
-/// checkpoint of 100 000 tensors fills some 50 MiB of arena blocks while its pickle runs, when
-/// both cores of a two-core machine are busy; reading the archive's index before that leaves one
-/// idle, and the blocks are made there. A block not ready when asked for is not waited for: the
-/// arena maps one itself. Blocks no one took are unmapped with this. Thread-safe.
-class ReadyBlocks {
- public:
-  static constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
-
-  /// Starts making `count` blocks. Where no thread can be started, or `count` is 0, makes none.
-  /// Never throws.
-  explicit ReadyBlocks(std::size_t count) noexcept;
-  ReadyBlocks(const ReadyBlocks&) = delete;
-  ReadyBlocks& operator=(const ReadyBlocks&) = delete;
-  /// Stops the thread after the block it is making.
-  ~ReadyBlocks();
-
-  /// A block made and resident (all zero), if one is ready; else an empty LargeBlock.
-  [[nodiscard]] LargeBlock take() noexcept;
-  /// How many blocks were made so far, and taken (tests, benchmarks).
-  [[nodiscard]] std::size_t made() const noexcept;
-  [[nodiscard]] std::size_t taken() const noexcept;
-
- private:
-  void make(const std::stop_token& stop, std::size_t count) noexcept;
-
-  mutable std::mutex mutex_;
-  std::vector<LargeBlock> ready_;
-  std::size_t made_ = 0;
-  std::size_t taken_ = 0;
-  std::jthread thread_;
-};
 
 }  // namespace pthload::common

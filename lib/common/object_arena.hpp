@@ -39,8 +39,6 @@ class ObjectArena {
 
   /// See BumpArena::expect.
   void expect(std::size_t bytes) noexcept { memory_.expect(bytes); }
-  /// See BumpArena::draw_from.
-  void draw_from(ReadyBlocks* blocks) noexcept { memory_.draw_from(blocks); }
   /// Bytes obtained from the system so far.
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
 

@@ -69,8 +69,7 @@ std::string_view as_text(std::span<const std::byte> bytes) {
 }
 
 void open_zip(internal::CheckpointState& state, const LoadOptions& options,
-              std::optional<zip::CentralDirectory> central_directory,
-              common::ReadyBlocks* ready_blocks) {
+              std::optional<zip::CentralDirectory> central_directory) {
   state.archive = central_directory ? zip::Archive::parse(*state.file, options.limits,
                                                           std::move(*central_directory))
                                     : zip::Archive::parse(*state.file, options.limits);
@@ -125,9 +124,7 @@ void open_zip(internal::CheckpointState& state, const LoadOptions& options,
     pickle::Machine machine(options.limits);
     const auto bytes = pickle_bytes.bytes();
     torch::TensorBuilder builder(state, prefix + "data/", options.limits);
-    builder.draw_blocks_from(ready_blocks);
     pickle::RunOptions run_options;
-    run_options.ready_blocks = ready_blocks;
     if (bytes.size() >= internal::kPrebuildPickleBytes && internal::uses_parse_thread(options)) {
       // The worker reserves the list, for as many tensors as it may rebuild.
       builder.prebuild_during(run_options, bytes.size());
@@ -182,8 +179,7 @@ namespace formats {
 
 Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::string path,
                        const LoadOptions& options,
-                       std::optional<zip::CentralDirectory> central_directory,
-                       common::ReadyBlocks* ready_blocks) {
+                       std::optional<zip::CentralDirectory> central_directory) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = std::move(path);
   state->file = std::move(file);
@@ -193,7 +189,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
         if (starts_with(bytes, kZipMagic)) {
           state->format = Format::kZip;
           try {
-            open_zip(*state, options, std::move(central_directory), ready_blocks);
+            open_zip(*state, options, std::move(central_directory));
           } catch (FormatError& e) {
             // A zip without torch's records may be another tool's archive: say which.
             const auto other = e.code() == Errc::kTorchNoDataPickle && state->archive
@@ -254,9 +250,8 @@ Checkpoint open(const std::filesystem::path& path, const LoadOptions& options) {
     }
     auto opened = formats::open_checkpoint_file(path, options);
     common::phases::end("read the structure");
-    auto checkpoint =
-        formats::open_mapped(std::move(opened.file), name, options,
-                             std::move(opened.central_directory), opened.ready_blocks.get());
+    auto checkpoint = formats::open_mapped(std::move(opened.file), name, options,
+                                           std::move(opened.central_directory));
     internal::choose_tensors(internal::Access::state(checkpoint), options);
     common::phases::end("choose tensors");
     return remember_options(std::move(checkpoint), options);

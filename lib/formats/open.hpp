@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 
-#include "common/fresh_memory.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/checkpoint.hpp"
 #include "zip/central_directory.hpp"
@@ -15,11 +14,9 @@ namespace pthload::formats {
 
 /// open() over `file`; `path` only names the file in errors. A zip archive's
 /// `central_directory`, when given, is what reading `file`'s image parsed (OpenedFile): it is
-/// not parsed again. `ready_blocks`, when given, is where the pickle's and the storages' arenas
-/// take their largest blocks from (it must outlive the call). Throws as open().
+/// not parsed again. Throws as open().
 [[nodiscard]] Checkpoint open_mapped(
     std::shared_ptr<const common::MappedFile> file, std::string path, const LoadOptions& options,
-    std::optional<zip::CentralDirectory> central_directory = std::nullopt,
-    common::ReadyBlocks* ready_blocks = nullptr);
+    std::optional<zip::CentralDirectory> central_directory = std::nullopt);
 
 }  // namespace pthload::formats

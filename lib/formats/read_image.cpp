@@ -9,9 +9,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "checkpoint/parse_threads.hpp"
 #include "common/byte_reader.hpp"
-#include "common/fresh_memory.hpp"
 #include "formats/open.hpp"
 #include "safetensors/header.hpp"
 #include "zip/image.hpp"
@@ -54,58 +52,24 @@ bool is_regular(const std::filesystem::path& path) noexcept {
   return std::filesystem::is_regular_file(path, error);
 }
 
-// The arena bytes open() fills per entry of a zip archive, about: an optimizer state of 100 000
-// small tensors (one storage record each) took 336 bytes of values per tensor and 160 of storage.
-// Fewer than that, so that the blocks made ready ahead are all taken.
-constexpr std::uint64_t kArenaBytesPerEntry = 448;
-// At most this many blocks (64 MiB) are made ready ahead, whatever the archive claims; and the
-// count claimed is bounded by the central directory's size (46 bytes per entry at least), which
-// the file holds.
-constexpr std::uint64_t kMaxReadyBlocks = 16;
-constexpr std::uint64_t kMinDirectoryEntryBytes = 46;
-
-// Starts `ready` once the end records say how many entries the archive has, where a second
-// thread may work for the load.
-std::function<void(const zip::EndRecords&)> ready_blocks_for(
-    bool second_thread, std::unique_ptr<common::ReadyBlocks>& ready) {
-  if (!second_thread) return {};
-  return [&ready](const zip::EndRecords& end) {
-    const std::uint64_t entries =
-        std::min(end.entry_count, end.central_directory_size / kMinDirectoryEntryBytes);
-    const std::uint64_t blocks =
-        std::min(entries * kArenaBytesPerEntry / common::ReadyBlocks::kBlockBytes, kMaxReadyBlocks);
-    if (blocks == 0) return;
-    try {
-      ready = std::make_unique<common::ReadyBlocks>(static_cast<std::size_t>(blocks));
-    } catch (const std::bad_alloc&) {
-      // Only a saving: the open goes on without it.
-    }
-  };
-}
-
 }  // namespace
 
-OpenedFile read_file_image(const std::filesystem::path& path, const Limits& limits,
-                           bool second_thread) {
+OpenedFile read_file_image(const std::filesystem::path& path, const Limits& limits) {
   if (!is_regular(path)) return {opened_whole(path)};
   auto image = common::MappedFile::image(common::FileReader::open(path));
   image.fill(0, 4);
   std::optional<zip::CentralDirectory> directory;
-  std::unique_ptr<common::ReadyBlocks> ready;
   if (starts_like_zip(image.bytes())) {
     directory = zip::fill_archive_image(image, limits, is_large_storage_record,
-                                        zip::LocalHeaders::kIntoImage,
-                                        ready_blocks_for(second_thread, ready));
+                                        zip::LocalHeaders::kIntoImage);
   } else {
     image.fill_all();
   }
   // Moving the image keeps its bytes where they are: the directory's views stay valid.
-  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory),
-          std::move(ready)};
+  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory)};
 }
 
-OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limits,
-                          bool second_thread) {
+OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limits) {
   if (!is_regular(path)) return {opened_whole(path)};
   auto image = common::MappedFile::image_with_views(common::FileReader::open(path));
   // Enough for the zip magic and for looks_like_safetensors (the size field, '{' and the first
@@ -114,12 +78,10 @@ OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limit
   image.fill(0, kPeekBytes);
   const auto first = image.bytes().first(std::min<std::size_t>(image.bytes().size(), kPeekBytes));
   std::optional<zip::CentralDirectory> directory;
-  std::unique_ptr<common::ReadyBlocks> ready;
   if (starts_like_zip(first)) {
     // Every storage, whatever its size, is viewed in the mapping: reading it too would be waste.
     directory = zip::fill_archive_image(image, limits, is_stored_storage_record,
-                                        zip::LocalHeaders::kResolved,
-                                        ready_blocks_for(second_thread, ready));
+                                        zip::LocalHeaders::kResolved);
   } else if (safetensors::looks_like_safetensors(first)) {
     // The size field and the header; the tensors' data stays in the mapping. A size above
     // the limit is refused by Header::parse from the size field alone.
@@ -131,8 +93,7 @@ OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limit
     // Legacy streams and the rest are parsed where they lie (options.hpp says so).
     return {opened_whole(path)};
   }
-  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory),
-          std::move(ready)};
+  return {std::make_shared<const common::MappedFile>(std::move(image)), std::move(directory)};
 }
 
 common::MappedFile index_file_image(const std::filesystem::path& path, const Limits& limits) {
@@ -145,9 +106,8 @@ common::MappedFile index_file_image(const std::filesystem::path& path, const Lim
 }
 
 OpenedFile open_checkpoint_file(const std::filesystem::path& path, const LoadOptions& options) {
-  const bool second_thread = internal::uses_parse_thread(options);
-  return options.io == IoStrategy::kRead ? read_file_image(path, options.limits, second_thread)
-                                         : map_file_image(path, options.limits, second_thread);
+  return options.io == IoStrategy::kRead ? read_file_image(path, options.limits)
+                                         : map_file_image(path, options.limits);
 }
 
 }  // namespace pthload::formats

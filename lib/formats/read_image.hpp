@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 
-#include "common/fresh_memory.hpp"
 #include "common/mapped_file.hpp"
 #include "pthload/options.hpp"
 #include "zip/central_directory.hpp"
@@ -19,18 +18,13 @@ namespace pthload::formats {
 struct OpenedFile {
   std::shared_ptr<const common::MappedFile> file;
   std::optional<zip::CentralDirectory> central_directory;
-  /// For a zip archive of many entries, where a second thread may work for the load: arena
-  /// blocks made ready while the index was read, for the pickle's values and the storages
-  /// (open_mapped hands them to the arenas). Keep it until they are made.
-  std::unique_ptr<common::ReadyBlocks> ready_blocks;
 };
 
 /// The file at `path` for a load that never maps it: a zip archive's index, pickles and small
 /// records read into an image (large stored storage records stay holes, copied out with pread
 /// when placed); any other file read whole. A pipe or device is read as MappedFile::open reads
 /// it. Throws IoError, OutOfMemoryError.
-[[nodiscard]] OpenedFile read_file_image(const std::filesystem::path& path, const Limits& limits,
-                                         bool second_thread = false);
+[[nodiscard]] OpenedFile read_file_image(const std::filesystem::path& path, const Limits& limits);
 
 /// The file at `path` for a load that views storages in place (io=map): a zip archive's
 /// index, pickles and non-storage records, or a safetensors file's header, read into an image
@@ -38,8 +32,7 @@ struct OpenedFile {
 /// of a mapping of the file. Legacy streams, pipes and anything else are mapped (or read) as
 /// MappedFile::open does: their structure is parsed where it lies. Throws IoError,
 /// OutOfMemoryError.
-[[nodiscard]] OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limits,
-                                        bool second_thread = false);
+[[nodiscard]] OpenedFile map_file_image(const std::filesystem::path& path, const Limits& limits);
 
 /// The file at `path` for reading its zip records one by one (RecordReader): the index read
 /// into an image with pread, every stored record a hole to be read with copy_out. What is not a
@@ -48,8 +41,7 @@ struct OpenedFile {
 [[nodiscard]] common::MappedFile index_file_image(const std::filesystem::path& path,
                                                   const Limits& limits);
 
-/// read_file_image or map_file_image, as `options.io` says, with arena blocks made ready where
-/// `options` allow a second thread (internal::uses_parse_thread).
+/// read_file_image or map_file_image, as `options.io` says.
 [[nodiscard]] OpenedFile open_checkpoint_file(const std::filesystem::path& path,
                                               const LoadOptions& options);
 

@@ -57,7 +57,6 @@ class Interpreter {
     // one still touches only what it uses. Not the memo's pages: they are freed when the run
     // ends, and the tensors' names, allocated next, reuse their heap memory.
     arena_.expect(input.size() * kValueBytesPerPickleByte);
-    arena_.draw_from(options.ready_blocks);
     base_ = top_ = fence_ = stack_buffer_.data();
     end_ = base_ + stack_buffer_.size();
     marks_.clear();

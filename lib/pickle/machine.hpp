@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/fresh_memory.hpp"
 #include "pickle/value.hpp"
 #include "pthload/limits.hpp"
 
@@ -51,9 +50,6 @@ struct RunOptions {
   /// another thread meanwhile (the torch layer's prebuilt tensors) must stop first. Must not
   /// throw.
   std::function<void()> on_abandon;
-  /// Where the values' arena takes its largest blocks from, when one is ready (the load's
-  /// common::ReadyBlocks); nullptr: from the system as it needs them. Must outlive the run.
-  common::ReadyBlocks* ready_blocks = nullptr;
 };
 
 /// Runs pickles. Holds its limits and scratch space (stack, marks, the memo's sparse keys) reused

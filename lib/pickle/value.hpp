@@ -288,8 +288,6 @@ class ValueArena {
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return memory_.bytes_reserved(); }
   /// Says the values to come will take about `bytes` (common::BumpArena::expect).
   void expect(std::size_t bytes) noexcept { memory_.expect(bytes); }
-  /// See common::BumpArena::draw_from.
-  void draw_from(common::ReadyBlocks* blocks) noexcept { memory_.draw_from(blocks); }
 
  private:
   // Values, a tuple's elements and a container's body: multiples of 8 bytes, aligned to 8, cut

@@ -141,7 +141,6 @@ StorageRef StorageResolver::resolve(const Value& persistent) {
     // About one storage per record (Access::make_empty_storage's node: the state, the Storage
     // and the control block).
     storage_arena_->expect(storage_by_record_.size() * kStorageNodeBytes);
-    storage_arena_->draw_from(ready_blocks_);
   }
   auto storage = internal::Access::make_empty_storage(storage_arena_);
   Storage* made = storage.get();

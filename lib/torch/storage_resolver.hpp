@@ -38,9 +38,6 @@ class StorageResolver {
   StorageResolver(internal::CheckpointState& checkpoint, const LegacyStorages& legacy,
                   const Limits& limits);
 
-  /// Where the storages' arena takes its largest blocks from, when one is ready.
-  void draw_blocks_from(common::ReadyBlocks* blocks) noexcept { ready_blocks_ = blocks; }
-
   /// The storage `persistent` names: a persistent id, or a torch.storage._load_from_bytes call
   /// (a storage pickled by plain pickle). The same key or call always gives the same Storage.
   /// Throws FormatError: kTorchBadPersistentId, kTorchStorageRecordMissing,
@@ -91,7 +88,6 @@ class StorageResolver {
   bool registration_deferred_ = false;
   // Where the storages are made (Access::make_empty_storage), from the first one on.
   std::shared_ptr<common::ObjectArena> storage_arena_;
-  common::ReadyBlocks* ready_blocks_ = nullptr;
   // The storage type of the last persistent id whose type was a global, and its dtype.
   const pickle::Value* last_storage_type_ = nullptr;
   std::optional<Dtype> last_storage_dtype_;

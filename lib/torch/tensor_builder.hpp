@@ -38,12 +38,6 @@ class TensorBuilder {
       : context_{.checkpoint = checkpoint,
                  .storages = StorageResolver(checkpoint, legacy, limits)} {}
 
-  /// Makes the storages' arena take its largest blocks from `blocks` where one is ready (see
-  /// common::BumpArena::draw_from); `blocks` must outlive the builder.
-  void draw_blocks_from(common::ReadyBlocks* blocks) noexcept {
-    context_.storages.draw_blocks_from(blocks);
-  }
-
   /// The tensor `value` rebuilds, or nullopt when `value` is no tensor (a dict, an opaque
   /// object...). The same node always gives an equal tensor over the same Storage (a node
   /// reached twice, like tied weights, is rebuilt: cheaper than caching every node). Throws

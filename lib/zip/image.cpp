@@ -183,8 +183,7 @@ bool resolve_local_headers(const common::MappedFile& image, EntryList& entries) 
 
 std::optional<CentralDirectory> fill_archive_image(
     const common::MappedFile& image, const Limits& limits,
-    const std::function<bool(const Entry&)>& leave_out, LocalHeaders local_headers,
-    const std::function<void(const EndRecords&)>& on_end_records) {
+    const std::function<bool(const Entry&)>& leave_out, LocalHeaders local_headers) {
   const auto file = image.bytes();
   const std::uint64_t size = file.size();
   const std::uint64_t tail = std::min(size, kTailBytes);
@@ -197,7 +196,6 @@ std::optional<CentralDirectory> fill_archive_image(
   CentralDirectory directory;
   try {
     const EndRecords end = read_end_records(file);
-    if (on_end_records) on_end_records(end);
     if (end.central_directory_offset < size - tail) {
       image.fill(end.central_directory_offset, size - tail - end.central_directory_offset);
     }

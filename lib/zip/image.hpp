@@ -30,15 +30,10 @@ namespace pthload::zip {
 /// pickles only — for 100 000 small storages, whose headers lie between them, half the bytes.
 /// Where a header fails its checks they are all read into the image as with kIntoImage, so
 /// that parse() reports the problem as it always does.
-///
-/// `on_end_records`, where given, is told the end records as soon as they are found, before
-/// the central directory is read: the entry count and the directory's size are what the file
-/// claims, checked only against the file's size.
 enum class LocalHeaders { kIntoImage, kResolved };
 [[nodiscard]] std::optional<CentralDirectory> fill_archive_image(
     const common::MappedFile& image, const Limits& limits,
     const std::function<bool(const Entry&)>& leave_out,
-    LocalHeaders local_headers = LocalHeaders::kIntoImage,
-    const std::function<void(const EndRecords&)>& on_end_records = {});
+    LocalHeaders local_headers = LocalHeaders::kIntoImage);
 
 }  // namespace pthload::zip

@@ -5,13 +5,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "common/bump_arena.hpp"
 #include "common/fresh_memory.hpp"
 
 namespace pthload::common {
@@ -24,16 +21,6 @@ std::size_t resident_pages(const std::byte* begin, std::size_t size) {
   if (::mincore(const_cast<std::byte*>(begin), size, in_core.data()) != 0) return SIZE_MAX;
   return static_cast<std::size_t>(
       std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return (c & 1) != 0; }));
-}
-
-// Waits (at most 20 s, for a loaded sanitizer run) until `blocks` has made `count`.
-bool made_within(const ReadyBlocks& blocks, std::size_t count) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (blocks.made() < count) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 }  // namespace
@@ -76,56 +63,6 @@ TEST_CASE("common: large AlignedBuffers are aligned for the policy, small ones t
   CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % AlignedBuffer::kAlignment == 0);
   const AlignedBuffer empty(0);
   CHECK(empty.data() != nullptr);
-}
-
-TEST_CASE("common: ReadyBlocks hands over resident zero blocks, then nothing, and never waits") {
-  ReadyBlocks blocks(2);
-  REQUIRE(made_within(blocks, 2));
-  CHECK(blocks.made() == 2);
-  for (int i = 0; i < 2; ++i) {
-    const LargeBlock block = blocks.take();
-    REQUIRE(block);
-    const std::size_t pages = ReadyBlocks::kBlockBytes / page_bytes();
-    CHECK(resident_pages(block.get(), ReadyBlocks::kBlockBytes) == pages);
-    CHECK(std::all_of(block.get(), block.get() + ReadyBlocks::kBlockBytes,
-                      [](std::byte b) { return b == std::byte{0}; }));
-  }
-  CHECK_FALSE(blocks.take());  // all taken: an empty block, at once
-  CHECK(blocks.taken() == 2);
-  const ReadyBlocks none(0);
-  CHECK(none.made() == 0);
-}
-
-TEST_CASE("common: ReadyBlocks stops making blocks when it is destroyed") {
-  // 4 096 blocks would be 16 GiB: destroyed at once, it stops after the block it is making.
-  const auto started = std::chrono::steady_clock::now();
-  std::size_t made = 0;
-  {
-    const ReadyBlocks many(4096);
-    made = many.made();
-  }
-  CHECK(made < 4096);
-  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
-}
-
-TEST_CASE("common: an arena drawing from ReadyBlocks takes its largest blocks there") {
-  ReadyBlocks blocks(1);
-  REQUIRE(made_within(blocks, 1));
-  BumpArena arena;
-  arena.draw_from(&blocks);
-  arena.expect(ReadyBlocks::kBlockBytes);  // its next block is a largest one
-  auto* first = static_cast<std::byte*>(arena.allocate(64, 16));
-  CHECK(blocks.taken() == 1);
-  CHECK(resident_pages(first, page_bytes()) == 1);  // made resident by the other thread
-  first[0] = std::byte{7};
-  // 3 MiB fits in that block; 3 MiB more needs another largest block, which finds none ready
-  // and is mapped by the arena itself.
-  const std::size_t three_mib = std::size_t{3} << 20;
-  (void)arena.allocate(three_mib, 16);
-  CHECK(arena.bytes_reserved() == ReadyBlocks::kBlockBytes);
-  (void)arena.allocate(three_mib, 16);
-  CHECK(blocks.taken() == 1);
-  CHECK(arena.bytes_reserved() >= 2 * ReadyBlocks::kBlockBytes);
 }
 
 }  // namespace pthload::common
