@@ -500,8 +500,8 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--pause", type=float, default=0, metavar="SECONDS",
                         help="sleep this long before every run, so that each meets memory as a "
-                             "process started once does (docs/performance.md: \"Huge pages, and a "
-                             "machine that has idled\"); default 0: runs back to back")
+                             "process started once does (docs/performance.md: \"The memory "
+                             "policy\"); default 0: runs back to back")
     parser.add_argument("--cold", action="store_true",
                         help="also cold page cache runs (drops the caches of the whole machine)")
     parser.add_argument("--rows", metavar="REGEX",
