@@ -163,16 +163,31 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
     const bool misleading = e.code() == Errc::kZipLocalHeaderMismatch ||
                             e.code() == Errc::kZipRecordsOverlap ||
                             e.code() == Errc::kZipDuplicateName;
+    // pthload's own limits, which torch's reader does not share: the archive may well be one
+    // torch.load unpickles, so it is not judged, never called no checkpoint.
+    const bool over_limits =
+        e.code() == Errc::kZipLimitExceeded || e.code() == Errc::kZipImplausibleCompressionRatio;
+    // Torch's answer as torch reads: the caller's limits are pthload's, not torch's (the
+    // defaults still bound what reading the directory may take).
     if (misleading) weights_only_torch_reading(file.bytes(), options, report.weights_only);
-    report.findings.push_back(
-        {misleading ? Verdict::kDangerous : Verdict::kNotACheckpoint, "zip",
-         misleading ? fmt::format("{}: zip readers disagree on what this file holds, the trick "
-                                  "that hides a pickle from scanners",
-                                  e.what())
-                    : fmt::format("not a readable zip archive: {}", e.what())});
-    report.verdict = misleading ? Verdict::kDangerous : Verdict::kNotACheckpoint;
-    report.format = misleading ? "zip" : "";
-    if (!misleading) {
+    if (over_limits) weights_only_torch_reading(file.bytes(), LoadOptions{}, report.weights_only);
+    const Verdict verdict = misleading    ? Verdict::kDangerous
+                            : over_limits ? Verdict::kUnknown
+                                          : Verdict::kNotACheckpoint;
+    std::string message =
+        misleading ? fmt::format(
+                         "{}: zip readers disagree on what this file holds, the trick "
+                         "that hides a pickle from scanners",
+                         e.what())
+        : over_limits ? fmt::format(
+                            "{}: beyond pthload's limits (LoadOptions::limits), so its pickles "
+                            "are not judged; torch's reader may still read them",
+                            e.what())
+                      : fmt::format("not a readable zip archive: {}", e.what());
+    report.findings.push_back({verdict, "zip", std::move(message)});
+    report.verdict = verdict;
+    report.format = verdict == Verdict::kNotACheckpoint ? "" : "zip";
+    if (verdict == Verdict::kNotACheckpoint) {
       refuse(report.weights_only, fmt::format("torch cannot read the archive: {}", e.what()));
     }
     return;
@@ -450,7 +465,7 @@ void scan_tar(std::span<const std::byte> bytes, const std::vector<audit::TarMemb
   walk_records(
       "tensors",
       [&](std::span<const std::byte> rest, const std::string&) -> std::optional<std::size_t> {
-        if (rest.size() < 8) return std::nullopt;
+        if (rest.size() < 16) return std::nullopt;
         std::uint32_t ndim = 0;
         for (std::size_t i = 0; i < 4; ++i)
           ndim |= std::to_integer<std::uint32_t>(rest[i]) << (8 * i);
@@ -601,6 +616,14 @@ ScanReport audit::scan_file(const common::MappedFile& file, std::string_view pat
         "torch.load hands a path ending in .safetensors to safetensors, which cannot read this "
         "file";
     report.weights_only.where.clear();
+  }
+  // Safe is only ever what the weights-only loader accepts (ScanReport::verdict): the branches
+  // above that judge no pickle (safetensors; a name that sends torch.load elsewhere) say so here.
+  if (report.verdict == Verdict::kSafe && !report.weights_only.accepted) {
+    report.verdict = Verdict::kUnknown;
+    report.findings.push_back({Verdict::kUnknown, report.weights_only.where,
+                               fmt::format("torch.load(weights_only=True) refuses the file: {}",
+                                           report.weights_only.reason)});
   }
   return report;
 }

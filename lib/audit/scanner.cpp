@@ -172,7 +172,8 @@ void Scanner::on_call(const Value& call, const std::string& where) {
 
 void Scanner::scan_machine(std::span<const std::byte> bytes, const std::string& where, int depth,
                            const std::function<void(const Value&)>& on_root,
-                           std::optional<std::size_t>& end, std::optional<std::size_t>& failed_at) {
+                           std::optional<std::size_t>& end, std::optional<std::size_t>& failed_at,
+                           const CPythonReading* reading) {
   std::vector<std::pair<std::string, std::vector<std::byte>>> nested;
   std::set<const Value*> nested_seen;
   repeated_findings_.clear();
@@ -214,7 +215,10 @@ void Scanner::scan_machine(std::span<const std::byte> bytes, const std::string& 
     if (on_root) on_root(*result.root);
   } catch (const Error& e) {
     failed_at = e.context().offset;
-    finding(Verdict::kUnknown, where,
+    const auto in_input = [&](std::size_t at_bytes) {
+      return reading != nullptr ? reading->input_offset(at_bytes) : at_bytes;
+    };
+    finding(Verdict::kUnknown, failed_at ? at(where, in_input(*failed_at)) : where,
             fmt::format("the pickle cannot be read to its end ({}); Python's unpickler runs it up "
                         "to there, or further where pthload is stricter",
                         e.what()));
@@ -233,7 +237,16 @@ void Scanner::scan_machine(std::span<const std::byte> bytes, const std::string& 
     if (callable != "torch.storage._load_from_bytes") {
       finding(Verdict::kUnknown, inner_where, "a nested pickle stream");
     }
-    // _load_from_bytes is torch.load on the bytes: a legacy stream of stacked pickles.
+    constexpr std::string_view kZipMagic{"PK\x03\x04", 4};
+    if (callable == "torch.storage._load_from_bytes" && inner.size() >= kZipMagic.size() &&
+        std::memcmp(inner.data(), kZipMagic.data(), kZipMagic.size()) == 0) {
+      // _load_from_bytes is torch.load on the bytes, which reads a zip archive's data.pkl too.
+      finding(Verdict::kUnknown, inner_where,
+              "a zip archive, whose data.pkl torch.load unpickles: archives inside a pickle are "
+              "not opened by scan");
+      continue;
+    }
+    // _load_from_bytes is torch.load on the bytes: here a legacy stream of stacked pickles.
     (void)scan_stream(inner, inner_where, depth + 1);
   }
 }
@@ -285,8 +298,10 @@ std::optional<std::size_t> Scanner::scan_pickle(std::span<const std::byte> bytes
     const std::string cpython_where = fmt::format("{} as CPython reads its frames", where);
     std::optional<std::size_t> cpython_end;
     std::optional<std::size_t> cpython_failed_at;
-    scan_machine(reading.bytes, cpython_where, depth, {}, cpython_end, cpython_failed_at);
-    if (cpython_failed_at) scan_linear_names(reading.bytes, *cpython_failed_at, cpython_where);
+    scan_machine(reading.bytes, cpython_where, depth, {}, cpython_end, cpython_failed_at, &reading);
+    if (cpython_failed_at) {
+      scan_linear_names(reading.bytes, *cpython_failed_at, cpython_where, &reading);
+    }
   }
   if (end) return end;
   return census.complete ? std::optional<std::size_t>(census.end_offset) : std::nullopt;
@@ -296,8 +311,10 @@ std::optional<std::size_t> Scanner::scan_pickle(std::span<const std::byte> bytes
 // linearly as pickletools reads them; STACK_GLOBAL's names are the strings the opcodes before it
 // pushed, memo entries followed (what picklescan recovers).
 void Scanner::scan_linear_names(std::span<const std::byte> bytes, std::size_t from,
-                                const std::string& where) {
-  const std::string linear_where = fmt::format("{} (read on linearly past +{:#x})", where, from);
+                                const std::string& where, const CPythonReading* reading) {
+  const std::string linear_where =
+      fmt::format("{} (read on linearly past +{:#x})", where,
+                  reading != nullptr ? reading->input_offset(from) : from);
   struct Pushed {
     bool is_text = false;
     std::string text;

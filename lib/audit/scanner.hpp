@@ -19,6 +19,8 @@
 
 namespace pthload::audit {
 
+struct CPythonReading;
+
 /// "where+0x1a2".
 [[nodiscard]] std::string at(std::string_view where, std::uint64_t offset);
 
@@ -55,11 +57,14 @@ class Scanner {
   void add_global(std::string_view module, std::string_view name, bool called,
                   const std::string& where);
   void on_call(const pickle::Value& call, const std::string& where);
+  // `reading`: where `bytes` is CPython's reading of a pickle (frames joined), to say offsets
+  // in the input, not in `bytes`; nullptr where `bytes` is the input.
   void scan_machine(std::span<const std::byte> bytes, const std::string& where, int depth,
                     const std::function<void(const pickle::Value&)>& on_root,
-                    std::optional<std::size_t>& end, std::optional<std::size_t>& failed_at);
+                    std::optional<std::size_t>& end, std::optional<std::size_t>& failed_at,
+                    const CPythonReading* reading = nullptr);
   void scan_linear_names(std::span<const std::byte> bytes, std::size_t from,
-                         const std::string& where);
+                         const std::string& where, const CPythonReading* reading = nullptr);
   [[nodiscard]] static bool is_legacy_magic(std::span<const std::byte> pickle_bytes);
 
   ScanReport& report_;

@@ -94,8 +94,8 @@ void advise_fresh(std::span<std::byte> range) noexcept {
 }
 
 void prepare_for_pread(std::span<std::byte> range) noexcept {
-  // A 4 KiB step whatever the page size asked for: where a huge page came, the first write
-  // faulted it in and the others cost a cache line each; where the kernel gave none, each
+  // A base-page step (page_bytes()) whatever huge pages were asked for: where one came, the first
+  // write faulted it in and the others cost a cache line each; where the kernel gave none, each
   // write takes the fault pread would have.
   write_every(range.data(), range.size(), page_bytes());
 }

@@ -3,7 +3,7 @@
 // neither timing nor what ran before.
 //
 //   - Blocks of kLargeBlockBytes or more get an anonymous mapping of their own, 2 MiB aligned,
-//     and are faulted in by whoever fills them, 4 KiB at a time.
+//     and are faulted in by whoever fills them, a base page (4 KiB on x86-64) at a time.
 //   - With PTHLOAD_HUGE_PAGES=1 in the environment (read once, at the first large block), such
 //     blocks are advised MADV_HUGEPAGE: one page fault per 2 MiB instead of 512, where the
 //     kernel honours the advice and huge pages are cheap (bare metal, most hosts). Off by
@@ -13,7 +13,9 @@
 //   - A range a thread is about to fill with pread (a copy of a storage, an image of part of a
 //     file) is first written a byte per page by that thread (prepare_for_pread): the page faults
 //     are then taken in user space, cheaper than inside pread's copy.
-// Nothing else: no code outside this file advises, populates or times pages.
+// Nothing else: no code outside this file advises, populates or times fresh memory. (Mappings
+// of a file are another matter: the GPU pipeline asks the kernel to read ahead the ranges it
+// copies, MADV_POPULATE_READ in lib/device/pipeline.cpp.)
 #pragma once
 
 #include <cstddef>
@@ -46,7 +48,7 @@ void unmap_fresh(std::byte* block, std::size_t size) noexcept;
 void advise_fresh(std::span<std::byte> range) noexcept;
 
 /// For a range of fresh memory this thread is about to fill with pread, which no other thread
-/// uses meanwhile: writes a zero to one byte of each of its 4 KiB pages, so that the pages are
+/// uses meanwhile: writes a zero to one byte of each of its base pages, so that the pages are
 /// faulted in here, not inside pread's copy.
 /// Measured on this project's machines: reading the 0.95 GB state dict into fresh memory on two
 /// threads in 8 MiB pieces took 190 ms with the pages written first, 239 ms without (medians of

@@ -154,8 +154,8 @@ OpenedItem open_item(ItemFiles& files, const dcp::Entry& entry, const dcp::Chunk
 
 // Copies the chunk `item` holds into `whole` (the row-major bytes of a tensor of `size`), at the
 // chunk's offsets: runs along the last dimension when the item's tensor is contiguous there,
-// else element by element.
-void copy_chunk(const OpenedItem& item, const dcp::Chunk& chunk,
+// else element by element. `fqn` names the tensor in errors.
+void copy_chunk(const OpenedItem& item, const dcp::Chunk& chunk, std::string_view fqn,
                 const std::vector<std::uint64_t>& size, std::span<std::byte> whole) {
   const Tensor& tensor = *item.tensor;
   const auto& storage = internal::Access::state(tensor.storage());
@@ -175,12 +175,15 @@ void copy_chunk(const OpenedItem& item, const dcp::Chunk& chunk,
   std::uint64_t last = static_cast<std::uint64_t>(tensor.storage_offset());
   for (std::size_t d = 0; d < dims; ++d) {
     chunk_numel *= chunk.sizes[d];
-    if (strides[d] < 0) throw UnsupportedError(Errc::kDcpItemMismatch, "a negative stride");
+    if (strides[d] < 0)
+      throw UnsupportedError(Errc::kDcpItemMismatch,
+                             fmt::format("the item of tensor '{}' has a negative stride", fqn));
     if (chunk.sizes[d] > 0) last += (chunk.sizes[d] - 1) * static_cast<std::uint64_t>(strides[d]);
   }
   if (chunk_numel == 0) return;
   if (tensor.storage_offset() < 0 || (last + 1) * element > source.size()) {
-    throw FormatError(Errc::kDcpItemMismatch, "the item's tensor views past its storage");
+    throw FormatError(Errc::kDcpItemMismatch,
+                      fmt::format("the item of tensor '{}' views past its storage", fqn));
   }
   // Row-major strides of the whole tensor, in elements.
   std::vector<std::uint64_t> whole_strides(dims, 1);
@@ -249,8 +252,13 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   // written once.
   common::AlignedBuffer whole_buffer(static_cast<std::size_t>(*nbytes));
   const std::span<std::byte> whole = whole_buffer.span();
-  for (std::size_t i = 0; i < items.size(); ++i)
-    copy_chunk(items[i], entry.chunks[i], entry.size, whole);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const dcp::Chunk& chunk = entry.chunks[i];
+    common::with_context(
+        {.path = files.path_of(chunk.location).string(),
+         .record = fmt::format("{}+{}", chunk.location.relative_path, chunk.location.offset)},
+        [&] { copy_chunk(items[i], chunk, entry.fqn, entry.size, whole); });
+  }
   internal::StorageState storage_state;
   storage_state.key = entry.fqn;
   storage_state.location = "cpu";  // FileSystemWriter saves CPU tensors only

@@ -72,9 +72,6 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
       {.path = path.string()});
 }
 
-// (torch/shards.hpp) The storage's bytes as a range of its shard's file, so that placement, which
-// reads ranges of any file, needs no shard of its own. Zip records become ranges when stored
-// (torch.save never compresses them); a deflated one would need its shard's archive.
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
   state->path = index_path.string();

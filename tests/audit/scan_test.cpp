@@ -10,6 +10,7 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
 #include "pthload/inspect.hpp"
+#include "support/bytes.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/pickle_writer.hpp"
 
@@ -210,6 +211,61 @@ TEST_CASE("scan: a dangerous record decides the verdict whatever the layout") {
   // A zip of no pickle at all is no checkpoint.
   const auto text = TempPath(build({{.name = "a/readme.txt", .data = "hi\n"}}).bytes);
   CHECK(pthload::scan(text.path()).verdict == Verdict::kNotACheckpoint);
+}
+
+TEST_CASE("scan: a zip handed to _load_from_bytes is unknown, not silently dropped") {
+  using pthload::test::bytes_of;
+  using pthload::test::TempPath;
+  // torch.storage._load_from_bytes(b'PK\x03\x04...'): torch.load of those bytes reads a zip
+  // archive's data.pkl, which scan does not open inside a pickle.
+  PickleWriter p;
+  p.global("torch.storage", "_load_from_bytes").mark();
+  // SHORT_BINBYTES of 8 bytes: the zip magic, then "abcd".
+  std::string nested_bytes = "C\x08PK";
+  nested_bytes += std::string("\x03\x04", 2) + "abcd";
+  p.raw(nested_bytes).tuple().reduce().stop();
+  const TempPath file(bytes_of(p.bytes()));
+  const auto report = pthload::scan(file.path());
+  CHECK(report.verdict == Verdict::kUnknown);
+  CHECK(has_finding(report, "a zip archive, whose data.pkl torch.load unpickles"));
+}
+
+TEST_CASE("scan: safe only where weights-only loading accepts, whatever the branch") {
+  using pthload::test::bytes_of;
+  using pthload::test::TempPath;
+  // A torch.save zip named .safetensors: torch.load hands the path to safetensors, which
+  // cannot read it, so the weights-only answer is no and the verdict cannot be safe.
+  const auto zip =
+      checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
+  const TempPath renamed(pthload::test::file_bytes(zip.path()), ".safetensors");
+  const auto report = pthload::scan(renamed.path());
+  CHECK(!report.weights_only.accepted);
+  CHECK(report.verdict == Verdict::kUnknown);
+  CHECK(has_finding(report, "torch.load(weights_only=True) refuses the file"));
+  // A safetensors file under another name: data only, but torch.load would unpickle it.
+  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  bytes += header + std::string(4, '\0');
+  const TempPath misnamed(bytes_of(bytes), ".bin");
+  const auto data_only = pthload::scan(misnamed.path());
+  CHECK(data_only.format == "safetensors");
+  CHECK(data_only.verdict == Verdict::kUnknown);
+  const TempPath named(bytes_of(bytes), ".safetensors");
+  CHECK(pthload::scan(named.path()).verdict == Verdict::kSafe);
+}
+
+TEST_CASE("scan: an archive beyond pthload's limits is unknown, not 'not a checkpoint'") {
+  const auto file =
+      checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
+  pthload::LoadOptions options;
+  options.limits.max_zip_entries = 1;
+  const auto report = pthload::scan(file.path(), options);
+  CHECK(report.verdict == Verdict::kUnknown);
+  CHECK(report.format == "zip");
+  CHECK(has_finding(report, "beyond pthload's limits"));
+  CHECK(report.weights_only.accepted);  // torch's reader has no such limit
 }
 
 TEST_CASE("scan: Python 2 text strings name a STACK_GLOBAL as Python 3 reads them") {

@@ -1,4 +1,5 @@
-// `pthinspect ls FILE`: the tensors of a checkpoint, as a table or as DESIGN.md's JSON schema.
+// `pthinspect ls FILE`: the tensors of a checkpoint, as a table or as JSON (docs/pthinspect.md,
+// "ls: names, and the JSON it prints").
 #include <chrono>
 #include <iostream>
 #include <iterator>
@@ -132,9 +133,9 @@ bool append_plain_entry(std::string& out, const pthload::NamedTensor& named,
   return true;
 }
 
-// DESIGN.md's document, exactly as nlohmann's dump(1) of it reads (keys sorted), written a
-// tensor at a time: 100 000 tensors are 20 MB of text, and a document tree of them took 130 MB
-// and most of the command's time. `checksums` is empty, or one per tensor.
+// The JSON document of docs/pthinspect.md, exactly as nlohmann's dump(1) of it reads (keys sorted),
+// written a tensor at a time: 100 000 tensors are 20 MB of text, and a document tree of them took
+// 130 MB and most of the command's time. `checksums` is empty, or one per tensor.
 void write_json(std::ostream& out, const pthload::Checkpoint& checkpoint,
                 const std::vector<std::string>& checksums) {
   out << "{\n \"format\": " << json_text(pthload::format_name(checkpoint.format()));
@@ -248,7 +249,7 @@ Command add_ls_command(CLI::App& app) {
   auto args = std::make_shared<LsArgs>();
   auto* cmd = app.add_subcommand("ls", "List the tensors of a checkpoint");
   cmd->add_option("file", args->path, "checkpoint (.pt, .pth, .bin, .ckpt)")->required();
-  cmd->add_flag("--json", args->json, "print JSON (the schema in DESIGN.md)");
+  cmd->add_flag("--json", args->json, "print JSON (its schema: docs/pthinspect.md)");
   cmd->add_flag("--checksum", args->checksum,
                 "add each tensor's XXH3-64 over its elements (reads the data)");
   add_choose_options(*cmd, args->choose);
