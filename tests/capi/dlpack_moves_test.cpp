@@ -11,36 +11,17 @@
 #include <vector>
 
 #include "device/host_backend.hpp"
-#include "device/place.hpp"
 #include "pthload/checkpoint.hpp"
 #include "pthload/dlpack.hpp"
 #include "support/checkpoint_file.hpp"
+#include "support/host_backend_loads.hpp"
 
 using pthload::Device;
 using pthload::device::HostBackend;
 using pthload::device::HostBackendSettings;
+using pthload::test::check_nothing_left;
+using pthload::test::load_on;
 using pthload::test::many_storages;
-
-namespace {
-
-// Loads through the pipeline on `backend`, as load() does with the CUDA backend.
-pthload::Checkpoint load_on(const std::shared_ptr<HostBackend>& backend,
-                            const std::filesystem::path& path,
-                            const pthload::LoadOptions& options) {
-  auto checkpoint = pthload::open(path, options);
-  pthload::device::place_storages(checkpoint, options, backend);
-  return checkpoint;
-}
-
-void check_nothing_left(const HostBackend& backend) {
-  const auto counts = backend.counts();
-  CHECK(counts.device_allocations == 0);
-  CHECK(counts.staging_allocations == 0);
-  CHECK(counts.streams == 0);
-  CHECK(counts.events == 0);
-}
-
-}  // namespace
 
 // ASan is what makes this test bite: before holds, to() freed the bytes an export pointed at.
 TEST_CASE("dlpack: exports and byte holds keep their bytes across Checkpoint::to") {

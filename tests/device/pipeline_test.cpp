@@ -18,6 +18,7 @@
 #include "pthload/error.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/error_code.hpp"
+#include "support/host_backend_loads.hpp"
 #include "support/pickle_writer.hpp"
 
 using pthload::Device;
@@ -26,23 +27,16 @@ using pthload::Errc;
 using pthload::device::HostBackend;
 using pthload::device::HostBackendSettings;
 using pthload::device::PipelineReport;
+using pthload::test::check_nothing_left;
 using pthload::test::checkpoint_file;
 using pthload::test::distinct_floats;
 using pthload::test::error_code_of;
 using pthload::test::error_thrown;
+using pthload::test::load_on;
 using pthload::test::many_storages;
 using pthload::test::PickleWriter;
 
 namespace {
-
-// Loads through the pipeline on `backend`, as load() does with the CUDA backend.
-pthload::Checkpoint load_on(const std::shared_ptr<HostBackend>& backend,
-                            const std::filesystem::path& path, pthload::LoadOptions options,
-                            PipelineReport* report = nullptr) {
-  auto checkpoint = pthload::open(path, options);
-  pthload::device::place_storages(checkpoint, options, backend, report);
-  return checkpoint;
-}
 
 // Each storage's device bytes (host memory, on the host backend) equal its CPU load.
 void check_same_bytes(const pthload::Checkpoint& on_device, const std::filesystem::path& path) {
@@ -102,14 +96,6 @@ std::vector<std::string> placements(const pthload::Checkpoint& checkpoint) {
                    (storage->is_file_view() ? " view " : " owned ") + bytes);
   }
   return seen;
-}
-
-void check_nothing_left(const HostBackend& backend) {
-  const auto counts = backend.counts();
-  CHECK(counts.device_allocations == 0);
-  CHECK(counts.staging_allocations == 0);
-  CHECK(counts.streams == 0);
-  CHECK(counts.events == 0);
 }
 
 }  // namespace
