@@ -140,9 +140,7 @@ struct LoadOptions {
   /// loading thread runs the pickle while one more rebuilds its tensors as they appear (storages
   /// resolved, arguments and bounds checked), which the naming walk then only takes. 0: two when
   /// the machine has more than one hardware thread; 1: the loading thread alone, which rebuilds
-  /// them after the pickle. With two, while the loading thread reads the index of an archive of
-  /// about 9 400 records or more, the second faults in (as 4 MiB blocks, at most 64 MiB) the memory
-  /// the pickle's values and the storages will fill; and when such a checkpoint goes (its
+  /// them after the pickle. With two, when such a checkpoint goes (its
   /// destructor, or a move assigned over it), one more thread releases its value tree and zip
   /// index while the calling thread releases the rest, and is joined before it returns. The
   /// result is the same either way for every file torch.save writes (docs/accepted-input.md,

@@ -1,7 +1,7 @@
 // Tensor::content_checksum() through a read window the caller keeps, so that
 // content_checksums() reads every large view of the file through one buffer. A fresh 4 MiB
-// buffer for each tensor of a 0.95 GB checkpoint faulted in 340 MiB of memory, which took longer
-// than reading and hashing the file.
+// buffer for each tensor of a 0.95 GB checkpoint made 340 MiB of fresh memory ready, which took
+// longer than reading and hashing the file.
 #pragma once
 
 #include <cstdint>

@@ -100,4 +100,16 @@ void prepare_for_pread(std::span<std::byte> range) noexcept {
   write_every(range.data(), range.size(), page_bytes());
 }
 
+bool populate_for_filler(std::span<std::byte> range) noexcept {
+  if (range.empty()) return true;
+#ifdef MADV_POPULATE_WRITE
+  const std::size_t page = page_bytes();
+  const auto start = reinterpret_cast<std::uintptr_t>(range.data()) & ~std::uintptr_t{page - 1};
+  const auto end = reinterpret_cast<std::uintptr_t>(range.data()) + range.size();
+  return ::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace pthload::common

@@ -3,7 +3,8 @@
 // neither timing nor what ran before.
 //
 //   - Blocks of kLargeBlockBytes or more get an anonymous mapping of their own, 2 MiB aligned,
-//     and are faulted in by whoever fills them, a base page (4 KiB on x86-64) at a time.
+//     and are faulted in by whoever fills them, a base page (4 KiB on x86-64) at a time, or by
+//     a thread ahead of the one that fills them (populate_for_filler).
 //   - With PTHLOAD_HUGE_PAGES=1 in the environment (read once, at the first large block), such
 //     blocks are advised MADV_HUGEPAGE: one page fault per 2 MiB instead of 512, where the
 //     kernel honours the advice and huge pages are cheap (bare metal, most hosts). Off by
@@ -56,6 +57,15 @@ void advise_fresh(std::span<std::byte> range) noexcept;
 /// (Not MADV_POPULATE_WRITE, which holds the process's mmap lock while it works: another
 /// thread's madvise or munmap then waits, and every page fault queues behind it.)
 void prepare_for_pread(std::span<std::byte> range) noexcept;
+
+/// For fresh memory (from map_fresh) that another thread is about to fill, and may be filling
+/// already: faults in the pages of `range` for writing without writing them (MADV_POPULATE_WRITE,
+/// Linux 5.14), so that the kernel's zeroing is paid by this thread, not by the filler. Contents
+/// never change, so the filler may write the same pages meanwhile, and populating a page twice
+/// costs a walk of its page table only. The range is widened to whole base pages, which must lie
+/// in one mapping. False where the kernel cannot (nothing was done; asking again is useless).
+/// (prepare_for_pread writes instead: cheaper, but only for a range no other thread touches.)
+bool populate_for_filler(std::span<std::byte> range) noexcept;
 
 /// The base page size (sysconf(_SC_PAGESIZE); 4 KiB if it cannot say). Read once.
 [[nodiscard]] std::size_t page_bytes() noexcept;

@@ -65,6 +65,11 @@ constexpr std::size_t kPublishEvery = 32;
 // once per so many, not once per tensor.
 constexpr std::size_t kCatchUpTensors = 256;
 
+// How far ahead of the calls handed over the walk's thread makes the tensor list ready
+// (populate_list_ahead): two batches, so the worker, which starts on a batch once it is handed
+// over, seldom reaches a page before it is there.
+constexpr std::size_t kPopulateAheadCalls = 2 * kBatchCalls;
+
 }  // namespace
 
 bool PrebuiltTensors::is_dense_kind(KnownGlobal kind) noexcept {
@@ -101,6 +106,13 @@ PrebuiltTensors::PrebuiltTensors(RebuildContext& context, std::size_t pickle_byt
     list_.reserve(first_ + room);
     calls_data_ = calls_.data();
     list_data_ = list_.data();
+    // Only a list with a mapping of its own is fresh memory worth readying ahead.
+    if (list_.capacity() * sizeof(NamedTensor) >= common::kLargeBlockBytes) {
+      list_reserved_ = reinterpret_cast<std::byte*>(list_data_ + first_);
+      list_reserved_end_ = reinterpret_cast<std::byte*>(list_data_ + list_.capacity());
+      list_populated_ = list_reserved_;
+      populate_list_ahead();
+    }
     worker_ = std::jthread([this] { work(); });
   } catch (const std::system_error&) {
     finished_ = true;  // no thread: every call is left to the walk
@@ -153,6 +165,27 @@ void PrebuiltTensors::hand_over_batch() {
   }
   wake_worker_.notify_one();
   batch_.reserve(kBatchCalls);  // the worker's emptied batch, most often: no allocation
+  populate_list_ahead();
+}
+
+void PrebuiltTensors::populate_list_ahead() noexcept {
+  // The walk's thread has time to spare while the worker rebuilds; the worker has none: where it
+  // made the list's fresh memory ready itself, naming the tensors waited on it.
+  if (list_populated_ == nullptr) return;
+  const std::size_t available = static_cast<std::size_t>(list_reserved_end_ - list_reserved_);
+  const std::size_t ahead =
+      std::min(available, (handed_over_ + kPopulateAheadCalls) * sizeof(NamedTensor));
+  if (list_reserved_ + ahead <= list_populated_) return;
+  // On to the next 2 MiB boundary: one madvise per 2 MiB of list, not per batch.
+  const auto boundary =
+      (reinterpret_cast<std::uintptr_t>(list_reserved_ + ahead) + common::kLargeBlockBytes - 1) &
+      ~std::uintptr_t{common::kLargeBlockBytes - 1};
+  std::byte* end = std::min(reinterpret_cast<std::byte*>(boundary), list_reserved_end_);
+  if (!common::populate_for_filler({list_populated_, end})) {
+    list_populated_ = nullptr;  // a kernel that cannot: the worker readies it as it fills it
+    return;
+  }
+  list_populated_ = end;
 }
 
 void PrebuiltTensors::work() {

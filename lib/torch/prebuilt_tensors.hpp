@@ -138,6 +138,9 @@ class PrebuiltTensors {
   // will come.
   bool wait_for_published(const pickle::Value& value) noexcept;
   void hand_over_batch();
+  // Makes the part of the list the worker fills next ready (common::populate_for_filler), on
+  // the walk's thread, which the worker lags behind: the worker then fills memory that is there.
+  void populate_list_ahead() noexcept;
   // Closes the queue: the worker stops once it is empty (at once with `discard`).
   void close_queue(bool discard) noexcept;
   void join() noexcept;
@@ -175,6 +178,11 @@ class PrebuiltTensors {
   // meets the calls in the order the pickle made them, most often.
   std::vector<Built> built_;
   std::size_t next_ = 0;
+  // The list's bytes from first_ on, and how far the walk's thread has made them ready ahead of
+  // the worker; null where it does not (populate_list_ahead).
+  std::byte* list_reserved_ = nullptr;
+  std::byte* list_reserved_end_ = nullptr;
+  std::byte* list_populated_ = nullptr;
   // The calls not taken in that order, by call, made the first time the order breaks.
   std::optional<std::unordered_map<const pickle::Value*, std::size_t>> by_call_;
 

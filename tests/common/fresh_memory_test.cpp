@@ -1,5 +1,5 @@
 // common/fresh_memory.hpp, the one memory policy: what it hands out and what prepare_for_pread
-// does to it, checked with mincore (which pages are resident).
+// and populate_for_filler do to it, checked with mincore (which pages are resident).
 #include <doctest/doctest.h>
 
 #include <sys/mman.h>
@@ -54,6 +54,29 @@ TEST_CASE("common: prepare_for_pread makes every page of a range resident and le
   CHECK(
       std::all_of(block.get(), block.get() + size, [](std::byte b) { return b == std::byte{0}; }));
   prepare_for_pread({});  // an empty range is nothing to do
+}
+
+TEST_CASE("common: populate_for_filler makes a range resident and keeps what is written in it") {
+  const std::size_t size = std::size_t{4} << 20;
+  const LargeBlock block = make_large_block(size);
+  const std::size_t page = page_bytes();
+  // What a filler wrote before the call stays (the call never writes), and so does the rest: zero.
+  block[page + 7] = std::byte{42};
+  const std::size_t from = page + 100;
+  const std::size_t length = 2 * kLargeBlockBytes - 3 * page;
+  if (!populate_for_filler({block.get() + from, length})) {
+    MESSAGE("the kernel cannot populate (MADV_POPULATE_WRITE is Linux 5.14): nothing to check");
+    return;
+  }
+  const std::size_t first_page = from / page;
+  const std::size_t last_page = (from + length - 1) / page;
+  CHECK(resident_pages(block.get() + first_page * page, (last_page - first_page + 1) * page) ==
+        last_page - first_page + 1);
+  if (!huge_pages_requested()) CHECK(resident_pages(block.get() + size - page, page) == 0);
+  CHECK(block[page + 7] == std::byte{42});
+  CHECK(std::count(block.get(), block.get() + size, std::byte{0}) ==
+        static_cast<std::ptrdiff_t>(size - 1));
+  CHECK(populate_for_filler({}));  // an empty range is nothing to do
 }
 
 TEST_CASE("common: large AlignedBuffers are aligned for the policy, small ones to 64 bytes") {
