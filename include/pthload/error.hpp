@@ -140,6 +140,7 @@ enum class Errc : int {
   kCapiInternal = 902,
   kCapiCallbackFailed = 903,
   kDlpackUnsupportedTensor = 904,
+  kCapiUnsupportedOption = 905,
 
   // 10xx: choosing what to load (LoadOptions' select, rename_prefix, only/exclude; slices).
   kSelectNotFound = 1000,

@@ -16,6 +16,22 @@
  *   for functions returning `int`, and undefined behaviour for accessors.
  * - Every function may be called from any thread; one checkpoint may be read from several threads
  *   at once (nothing here mutates it), but freed only once nothing else uses it.
+ *
+ * Compatibility (docs/compatibility.md). A program built against this header keeps working,
+ * unchanged and not rebuilt, with every later library of the same soname major
+ * (libpthload.so.PTHLOAD_SOVERSION). The structs that cross the API can grow because each begins
+ * with `struct_size`, the bytes of the struct as the side that made it knows it; fields are only
+ * ever added at the end, and a field added after the first version means "the default" when zero.
+ * - A struct the caller passes in (pthload_options) is set up by its init function, which zeroes
+ *   it and sets `struct_size` to the caller's sizeof. The library reads that first: fields past it
+ *   (an older caller) take their defaults; bytes past the library's own struct (a newer caller)
+ *   must be zero, else the call fails with PTHLOAD_ERROR_UNSUPPORTED_OPTION: an option this
+ *   library cannot honour is refused, never ignored.
+ * - A struct the library fills for the caller (pthload_record_info) has its `struct_size` set by
+ *   the caller; the library writes the fields that fit.
+ * - A struct the library hands out (pthload_storage_info, pthload_error) carries the library's
+ *   `struct_size`: read a field added after the first version only where PTHLOAD_HAS_FIELD says so.
+ * - pthload_device is passed by value and never changes.
  */
 #ifndef PTHLOAD_PTHLOAD_H
 #define PTHLOAD_PTHLOAD_H
@@ -28,6 +44,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** The version of this header; pthload_version() gives the library's. meson.build refuses to
+ *  configure where these disagree with the project's version and soname. */
+#define PTHLOAD_VERSION_MAJOR 0
+#define PTHLOAD_VERSION_MINOR 2
+#define PTHLOAD_VERSION_PATCH 0
+#define PTHLOAD_VERSION_STRING "0.2.0"
+/** The soname's major (libpthload.so.1): it changes exactly when a program built against an
+ *  earlier header may not work with this library (docs/compatibility.md). */
+#define PTHLOAD_SOVERSION 1
+
+/** The most any struct_size may say: a larger one is refused (PTHLOAD_ERROR_INVALID_ARGUMENT)
+ *  as garbage in a struct never set up. */
+#define PTHLOAD_STRUCT_SIZE_MAX 65536
+
+/** Whether `*pointer`, a struct that begins with `struct_size`, holds `field`. */
+#define PTHLOAD_HAS_FIELD(pointer, type, field) \
+  ((pointer)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /** Success. Other codes are pthload::Errc values (include/pthload/error.hpp). */
 #define PTHLOAD_OK 0
@@ -44,6 +78,9 @@ extern "C" {
 /** The tensor has no DLPack form: quantized, packed sub-byte, sparse, nested, meta, or without
  *  bytes (pthload_tensor_to_dlpack). */
 #define PTHLOAD_ERROR_NO_DLPACK_FORM 904
+/** A struct from a newer pthload.h sets an option this library does not have (a nonzero byte
+ *  past the library's own struct; the error's offset says where): see Compatibility above. */
+#define PTHLOAD_ERROR_UNSUPPORTED_OPTION 905
 
 /** A checkpoint, opened or loaded. Owns its tensors and their storages; free it with
  *  pthload_checkpoint_free(). Opaque. */
@@ -117,6 +154,7 @@ typedef enum pthload_layout {
 /** What a map_location callback learns about one storage before it is placed. The strings are
  *  NUL-terminated and valid only during the call. */
 typedef struct pthload_storage_info {
+  size_t struct_size;   /**< sizeof(pthload_storage_info) as the library knows it */
   const char* key;      /**< the storage's key in the file ("0") */
   const char* location; /**< the tag torch saved ("cpu", "cuda:1") */
   pthload_dtype dtype;  /**< the storage's element type (uint8 for an untyped storage) */
@@ -132,11 +170,12 @@ typedef int (*pthload_map_location_fn)(void* user_data, const pthload_storage_in
                                        pthload_device* device);
 
 /** Options for opening and loading. Set every field with pthload_options_init() first, then
- *  change what you need; a NULL options pointer means the defaults. The struct only ever grows
- *  at its end (fields are never moved or removed), and pthload_options_init fills every field,
- *  so a program that calls it keeps its meaning when rebuilt against a newer header; it has no
- *  size field, so a program must be rebuilt when the library's struct grows. */
+ *  change what you need; a NULL options pointer means the defaults. Grows at its end only (see
+ *  Compatibility above). */
 typedef struct pthload_options {
+  /** sizeof(pthload_options) as the caller's header has it (pthload_options_init sets it). At
+   *  least PTHLOAD_OPTIONS_SIZE_V1, else the call fails with PTHLOAD_ERROR_INVALID_ARGUMENT. */
+  size_t struct_size;
   /** Every storage goes to this device ("cpu", "cuda:0", "meta"); NULL: not used. Applied
    *  before map_location, which is then not called. The string is read during the call only;
    *  one that names no device fails with code 500 or 501. */
@@ -176,10 +215,15 @@ typedef struct pthload_options {
   size_t only_count;
   const char* const* exclude;
   size_t exclude_count;
+  /* Fields added later go here; zero must mean their default. */
 } pthload_options;
+
+/** The size of the first pthload_options (pthload 0.2.0): the least struct_size accepted. */
+#define PTHLOAD_OPTIONS_SIZE_V1 (offsetof(pthload_options, exclude_count) + sizeof(size_t))
 
 /** The calling thread's last error. Every string is NUL-terminated (empty when unknown). */
 typedef struct pthload_error {
+  size_t struct_size;    /**< sizeof(pthload_error) as the library knows it */
   int code;              /**< PTHLOAD_OK, or the pthload::Errc value */
   const char* code_name; /**< the Errc's name without its k ("ZipCrcMismatch"); "Ok" for 0 */
   const char* message;   /**< what went wrong, without the location */
@@ -197,9 +241,20 @@ typedef struct pthload_error {
  *  pthload_tensor_data that returns NULL (which records why there); never NULL. */
 PTHLOAD_API const pthload_error* pthload_last_error(void);
 
-/** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits.
- *  Does nothing when options is NULL. */
-PTHLOAD_API void pthload_options_init(pthload_options* options);
+/** What pthload_options_init calls, for bindings that cannot call a static inline function:
+ *  `size` is the caller's sizeof(pthload_options), which becomes options->struct_size. Fields past
+ * `size` are not written; bytes past the library's own struct are zeroed. Fails with
+ * PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `options` or a `size` below PTHLOAD_OPTIONS_SIZE_V1
+ * (then nothing is written). */
+PTHLOAD_API int pthload_options_init_sized(pthload_options* options, size_t size);
+
+/** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits, no
+ *  choosing; zeroes every other byte (padding included) and sets `struct_size` to this
+ *  header's sizeof(pthload_options). Does nothing when options is NULL. Inline, so that the size
+ *  is the caller's, not the library's. */
+static inline void pthload_options_init(pthload_options* options) {
+  if (options != NULL) (void)pthload_options_init_sized(options, sizeof(pthload_options));
+}
 
 /** Reads the checkpoint at `path` (a NUL-terminated file name) without placing any storage:
  *  names, dtypes, shapes, strides and storages only; tensor data pointers are NULL
@@ -315,6 +370,7 @@ typedef struct pthload_records pthload_records;
 
 /** One record as the central directory describes it (pthload::RecordInfo). */
 typedef struct pthload_record_info {
+  size_t struct_size;       /**< set by the caller: sizeof(pthload_record_info) in its header */
   const char* name;         /**< full name ("archive/data/0"), NUL-terminated; borrowed from the
                                  pthload_records, valid until it is freed */
   uint64_t payload_offset;  /**< where the record's bytes start in the file */
@@ -323,6 +379,9 @@ typedef struct pthload_record_info {
   uint32_t crc32;           /**< the CRC-32 the central directory declares */
   int is_compressed;        /**< nonzero when deflated rather than stored */
 } pthload_record_info;
+
+/** The size of the first pthload_record_info (pthload 0.2.0). */
+#define PTHLOAD_RECORD_INFO_SIZE_V1 (offsetof(pthload_record_info, is_compressed) + sizeof(int))
 
 /** Maps the zip checkpoint at `path` and parses its central directory; reads no record. Of
  *  `options` (NULL: the defaults) only the zip limits and verify_crc count: with verify_crc,
@@ -342,8 +401,11 @@ PTHLOAD_API void pthload_records_free(pthload_records* records);
 /** How many records the archive holds. */
 PTHLOAD_API size_t pthload_records_count(const pthload_records* records);
 
-/** Sets `*out` to the record at `index` (central-directory order); its name is borrowed from
- *  the handle. Fails with PTHLOAD_ERROR_INVALID_ARGUMENT past the end or for a NULL pointer. */
+/** Fills `*out` with the record at `index` (central-directory order); its name is borrowed from
+ *  the handle. Set out->struct_size first (`pthload_record_info info = {sizeof info};`): the
+ *  fields that fit in it are written, struct_size is left as it was. Fails with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT past the end, for a NULL pointer, or for a struct_size below
+ *  PTHLOAD_RECORD_INFO_SIZE_V1. */
 PTHLOAD_API int pthload_records_info(const pthload_records* records, size_t index,
                                      pthload_record_info* out);
 
@@ -365,7 +427,8 @@ PTHLOAD_API int pthload_records_read(const pthload_records* records, size_t inde
 PTHLOAD_API const char* pthload_dtype_name(pthload_dtype dtype);
 /** Bytes per element as torch's element_size() gives it; 0 for a value outside the enum. */
 PTHLOAD_API size_t pthload_dtype_size(pthload_dtype dtype);
-/** The library's version, "0.1.0". Static. */
+/** The library's version ("0.2.0"), which may be later than PTHLOAD_VERSION_STRING of the header
+ *  a program was built with. Static. */
 PTHLOAD_API const char* pthload_version(void);
 
 #ifdef __cplusplus

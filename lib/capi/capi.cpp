@@ -3,6 +3,7 @@
 #include "pthload/pthload.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -47,10 +48,32 @@ static_assert(PTHLOAD_ERROR_OUT_OF_MEMORY == static_cast<int>(Errc::kCapiOutOfMe
 static_assert(PTHLOAD_ERROR_INTERNAL == static_cast<int>(Errc::kCapiInternal));
 static_assert(PTHLOAD_ERROR_CALLBACK_FAILED == static_cast<int>(Errc::kCapiCallbackFailed));
 static_assert(PTHLOAD_ERROR_NO_DLPACK_FORM == static_cast<int>(Errc::kDlpackUnsupportedTensor));
+static_assert(PTHLOAD_ERROR_UNSUPPORTED_OPTION == static_cast<int>(Errc::kCapiUnsupportedOption));
+
+// The first versions of the structs that grow (pthload.h, "Compatibility"): the library reads
+// `struct_size` before anything else, so it must stay their first field.
+static_assert(offsetof(pthload_options, struct_size) == 0 &&
+              offsetof(pthload_record_info, struct_size) == 0 &&
+              offsetof(pthload_storage_info, struct_size) == 0 &&
+              offsetof(pthload_error, struct_size) == 0);
+static_assert(PTHLOAD_OPTIONS_SIZE_V1 <= sizeof(pthload_options));
+static_assert(PTHLOAD_RECORD_INFO_SIZE_V1 <= sizeof(pthload_record_info));
+
+constexpr pthload_error kNoError{.struct_size = sizeof(pthload_error),
+                                 .code = PTHLOAD_OK,
+                                 .code_name = "Ok",
+                                 .message = "",
+                                 .what = "",
+                                 .path = "",
+                                 .record = "",
+                                 .has_offset = 0,
+                                 .offset = 0,
+                                 .has_opcode = 0,
+                                 .opcode = 0};
 
 // The strings pthload_error points into, per thread.
 struct LastError {
-  pthload_error view{PTHLOAD_OK, "Ok", "", "", "", "", 0, 0, 0, 0};
+  pthload_error view = kNoError;
   std::string message;
   std::string what;
   std::string path;
@@ -59,7 +82,7 @@ struct LastError {
 thread_local LastError last_error;
 
 void clear_last_error() noexcept {
-  last_error.view = {PTHLOAD_OK, "Ok", "", "", "", "", 0, 0, 0, 0};
+  last_error.view = kNoError;
 }
 
 // Recording an error may itself run out of memory: then the code survives with a fixed text.
@@ -152,7 +175,8 @@ pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user
                                std::string_view location) -> std::optional<pthload::Device> {
     const std::string key(storage.key);
     const std::string tag(location);
-    const pthload_storage_info info{.key = key.c_str(),
+    const pthload_storage_info info{.struct_size = sizeof(pthload_storage_info),
+                                    .key = key.c_str(),
                                     .location = tag.c_str(),
                                     .dtype = static_cast<pthload_dtype>(storage.dtype),
                                     .numel = storage.numel,
@@ -204,9 +228,87 @@ std::vector<std::string> c_strings(const char* const* strings, std::size_t count
   return result;
 }
 
-pthload::LoadOptions to_load_options(const pthload_options* options) {
-  pthload::LoadOptions result;
+// The defaults, as this library's struct.
+pthload_options default_options() noexcept {
+  const pthload::Limits limits;
+  return pthload_options{.struct_size = sizeof(pthload_options),
+                         .map_to = nullptr,
+                         .map_location = nullptr,
+                         .map_location_user_data = nullptr,
+                         .copy_cpu_storages = 0,
+                         .verify_crc = 0,
+                         .max_zip_entries = limits.max_zip_entries,
+                         .max_inflated_record_bytes = limits.max_inflated_record_bytes,
+                         .max_pickle_stack = limits.max_pickle_stack,
+                         .max_pickle_memo = limits.max_pickle_memo,
+                         .max_pickle_nesting = limits.max_pickle_nesting,
+                         .max_pickle_values = limits.max_pickle_values,
+                         .select = nullptr,
+                         .rename_prefix_from = nullptr,
+                         .rename_prefix_to = nullptr,
+                         .rename_prefix_count = 0,
+                         .only = nullptr,
+                         .only_count = 0,
+                         .exclude = nullptr,
+                         .exclude_count = 0};
+}
+
+// The caller's struct_size, read as bytes: the struct may be of another header's layout.
+std::size_t declared_size(const void* sized_struct) noexcept {
+  std::size_t size = 0;
+  std::memcpy(&size, sized_struct, sizeof size);
+  return size;
+}
+
+// A struct_size no header will ever have: garbage in a struct never set up, which must not send
+// the library reading or writing that far.
+void check_plausible(std::size_t size, const char* type) {
+  if (size > PTHLOAD_STRUCT_SIZE_MAX) {
+    throw_invalid_argument(std::string(type) + ".struct_size is " + std::to_string(size) +
+                           ", more than any struct of pthload.h may hold (" +
+                           std::to_string(PTHLOAD_STRUCT_SIZE_MAX) +
+                           "): set the struct up before the call");
+  }
+}
+
+// The caller's options as this library's struct (pthload.h, "Compatibility"): what an older
+// caller's struct lacks takes the defaults; what a newer caller's holds past this library's must
+// be zero (options left at their defaults), or the call fails rather than ignore an option.
+pthload_options read_options(const pthload_options* options) {
+  pthload_options result = default_options();
   if (options == nullptr) return result;
+  const std::size_t size = declared_size(options);
+  if (size < PTHLOAD_OPTIONS_SIZE_V1) {
+    throw_invalid_argument("pthload_options.struct_size is " + std::to_string(size) +
+                           ", less than any pthload_options (" +
+                           std::to_string(PTHLOAD_OPTIONS_SIZE_V1) +
+                           " bytes): set the struct up with pthload_options_init");
+  }
+  check_plausible(size, "pthload_options");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(options);
+  for (std::size_t at = sizeof(pthload_options); at < size; ++at) {
+    if (bytes[at] != 0) {
+      pthload::ErrorContext where;
+      where.offset = at;
+      throw pthload::Error(Errc::kCapiUnsupportedOption,
+                           "pthload_options (" + std::to_string(size) +
+                               " bytes, from a newer pthload.h) sets byte " + std::to_string(at) +
+                               ", past the " + std::to_string(sizeof(pthload_options)) +
+                               " bytes this library (pthload " + PTHLOAD_VERSION_STRING +
+                               ") knows: an option it cannot honour",
+                           std::move(where));
+    }
+  }
+  std::memcpy(&result, options, std::min(size, sizeof result));
+  result.struct_size = sizeof result;
+  return result;
+}
+
+pthload::LoadOptions to_load_options(const pthload_options* caller_options) {
+  pthload::LoadOptions result;
+  if (caller_options == nullptr) return result;
+  const pthload_options read = read_options(caller_options);
+  const pthload_options* options = &read;
   if (options->map_to != nullptr) {
     result.map_location = pthload::map_to(std::string_view(options->map_to));
   } else if (options->map_location != nullptr) {
@@ -299,28 +401,21 @@ const pthload_error* pthload_last_error(void) {
   return &last_error.view;
 }
 
-void pthload_options_init(pthload_options* options) {
-  if (options == nullptr) return;
-  const pthload::Limits limits;
-  *options = pthload_options{.map_to = nullptr,
-                             .map_location = nullptr,
-                             .map_location_user_data = nullptr,
-                             .copy_cpu_storages = 0,
-                             .verify_crc = 0,
-                             .max_zip_entries = limits.max_zip_entries,
-                             .max_inflated_record_bytes = limits.max_inflated_record_bytes,
-                             .max_pickle_stack = limits.max_pickle_stack,
-                             .max_pickle_memo = limits.max_pickle_memo,
-                             .max_pickle_nesting = limits.max_pickle_nesting,
-                             .max_pickle_values = limits.max_pickle_values,
-                             .select = nullptr,
-                             .rename_prefix_from = nullptr,
-                             .rename_prefix_to = nullptr,
-                             .rename_prefix_count = 0,
-                             .only = nullptr,
-                             .only_count = 0,
-                             .exclude = nullptr,
-                             .exclude_count = 0};
+int pthload_options_init_sized(pthload_options* options, size_t size) {
+  return guarded([&] {
+    if (options == nullptr) throw_invalid_argument("the options pointer is NULL");
+    if (size < PTHLOAD_OPTIONS_SIZE_V1) {
+      throw_invalid_argument("size " + std::to_string(size) +
+                             " is less than any pthload_options (" +
+                             std::to_string(PTHLOAD_OPTIONS_SIZE_V1) + " bytes)");
+    }
+    check_plausible(size, "pthload_options");
+    // Padding included: a newer library reads the caller's bytes past its fields as options.
+    std::memset(static_cast<void*>(options), 0, size);
+    pthload_options defaults = default_options();
+    defaults.struct_size = size;
+    std::memcpy(static_cast<void*>(options), &defaults, std::min(size, sizeof defaults));
+  });
 }
 
 int pthload_open(const char* path, const pthload_options* options, pthload_checkpoint** out) {
@@ -543,13 +638,23 @@ int pthload_records_info(const pthload_records* records, size_t index, pthload_r
     if (records == nullptr || out == nullptr) {
       throw_invalid_argument("the records handle or the output pointer is NULL");
     }
+    const std::size_t size = declared_size(out);
+    if (size < PTHLOAD_RECORD_INFO_SIZE_V1) {
+      throw_invalid_argument("pthload_record_info.struct_size is " + std::to_string(size) +
+                             ", less than any pthload_record_info (" +
+                             std::to_string(PTHLOAD_RECORD_INFO_SIZE_V1) +
+                             " bytes): set it to sizeof(pthload_record_info)");
+    }
     const pthload::RecordInfo& record = record_at(records, index);
-    *out = pthload_record_info{.name = record.name.c_str(),
-                               .payload_offset = record.payload_offset,
-                               .size = record.size,
-                               .compressed_size = record.compressed_size,
-                               .crc32 = record.crc32,
-                               .is_compressed = record.is_compressed ? 1 : 0};
+    const pthload_record_info info{.struct_size = size,
+                                   .name = record.name.c_str(),
+                                   .payload_offset = record.payload_offset,
+                                   .size = record.size,
+                                   .compressed_size = record.compressed_size,
+                                   .crc32 = record.crc32,
+                                   .is_compressed = record.is_compressed ? 1 : 0};
+    // The fields that fit in the caller's struct: an older header's is a prefix of this one.
+    std::memcpy(static_cast<void*>(out), &info, std::min(size, sizeof info));
   });
 }
 
@@ -594,7 +699,7 @@ size_t pthload_dtype_size(pthload_dtype dtype) {
 }
 
 const char* pthload_version(void) {
-  return PTHLOAD_VERSION;
+  return PTHLOAD_VERSION_STRING;  // meson.build checks it is the project's version
 }
 
 }  // extern "C"

@@ -142,6 +142,7 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(CapiInternal)
     PTHLOAD_ERRC_NAME(CapiCallbackFailed)
     PTHLOAD_ERRC_NAME(DlpackUnsupportedTensor)
+    PTHLOAD_ERRC_NAME(CapiUnsupportedOption)
     PTHLOAD_ERRC_NAME(SelectNotFound)
     PTHLOAD_ERRC_NAME(SelectNameCollision)
     PTHLOAD_ERRC_NAME(SliceBadRange)

@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/dlpack.hpp"
 #include "pthload/error.hpp"
+#include "pthload/limits.hpp"
 #include "pthload/pthload.h"
 #include "support/error_code.hpp"
 #include "support/files.hpp"
@@ -75,6 +77,80 @@ TEST_CASE("capi: errors come back as Errc codes with a NULL output and no except
   CHECK(pthload_load(fixture(kViews).c_str(), &options, &checkpoint) ==
         static_cast<int>(pthload::Errc::kDeviceUnsupportedType));
   CHECK(std::string(pthload_last_error()->message).find("gpu") != std::string::npos);
+}
+
+TEST_CASE("capi: the version macros are the library's, and the structs that grow say their size") {
+  CHECK(std::string(pthload_version()) == PTHLOAD_VERSION_STRING);
+  CHECK(std::string(PTHLOAD_VERSION_STRING) == std::to_string(PTHLOAD_VERSION_MAJOR) + "." +
+                                                   std::to_string(PTHLOAD_VERSION_MINOR) + "." +
+                                                   std::to_string(PTHLOAD_VERSION_PATCH));
+  CHECK(pthload_last_error()->struct_size == sizeof(pthload_error));
+  CHECK(PTHLOAD_HAS_FIELD(pthload_last_error(), pthload_error, opcode));
+  CHECK(pthload_open(nullptr, nullptr, nullptr) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+  CHECK(pthload_last_error()->struct_size == sizeof(pthload_error));
+
+  pthload_options options;
+  std::memset(&options, 0xab, sizeof options);
+  pthload_options_init(&options);
+  CHECK(options.struct_size == sizeof(pthload_options));
+  CHECK(options.map_to == nullptr);
+  CHECK(options.max_zip_entries == pthload::Limits{}.max_zip_entries);
+}
+
+TEST_CASE(
+    "capi: options from an older or newer header: defaults for what is missing, refusal "
+    "for what this library cannot honour") {
+  pthload_checkpoint* raw = nullptr;
+  // A struct that was never set up (struct_size 0, as `= {0}` leaves it) is refused, named.
+  pthload_options unset{};
+  CHECK(pthload_open(fixture(kViews).c_str(), &unset, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+  CHECK(raw == nullptr);
+  CHECK(std::string(pthload_last_error()->message).find("pthload_options_init") !=
+        std::string::npos);
+  // Garbage in struct_size is refused before anything past the struct is read.
+  unset.struct_size = SIZE_MAX;
+  CHECK(pthload_open(fixture(kViews).c_str(), &unset, &raw) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(pthload_last_error()->message).find("more than any struct") !=
+        std::string::npos);
+  // init_sized refuses a size below the first struct's, writing nothing.
+  pthload_options untouched{};
+  untouched.verify_crc = 7;
+  CHECK(pthload_options_init_sized(&untouched, PTHLOAD_OPTIONS_SIZE_V1 - 1) ==
+        PTHLOAD_ERROR_INVALID_ARGUMENT);
+  CHECK(untouched.verify_crc == 7);
+  CHECK(pthload_options_init_sized(nullptr, sizeof(pthload_options)) ==
+        PTHLOAD_ERROR_INVALID_ARGUMENT);
+
+  // A newer header's struct: this library's fields, then one it does not know.
+  struct NewerOptions {
+    pthload_options known;
+    std::uint64_t later_option;
+  } newer;
+  std::memset(&newer, 0xab, sizeof newer);
+  REQUIRE(pthload_options_init_sized(&newer.known, sizeof newer) == PTHLOAD_OK);
+  CHECK(newer.known.struct_size == sizeof newer);
+  CHECK(newer.later_option == 0);  // zeroed: the later option at its default
+  newer.known.select = "";
+  REQUIRE(pthload_open(fixture(kViews).c_str(), &newer.known, &raw) == PTHLOAD_OK);
+  const CheckpointPtr opened(raw);
+  CHECK(pthload_checkpoint_tensor_count(opened.get()) ==
+        pthload::open(fixture(kViews)).tensors().size());
+  // Set, it is an option this library cannot honour: refused, with the byte that says so.
+  newer.later_option = 1;
+  raw = nullptr;
+  CHECK(pthload_open(fixture(kViews).c_str(), &newer.known, &raw) ==
+        PTHLOAD_ERROR_UNSUPPORTED_OPTION);
+  CHECK(raw == nullptr);
+  const pthload_error* error = pthload_last_error();
+  CHECK(std::string(error->code_name) == "CapiUnsupportedOption");
+  CHECK(error->has_offset == 1);
+  CHECK(error->offset == sizeof(pthload_options));
+  CHECK(std::string(error->message).find(PTHLOAD_VERSION_STRING) != std::string::npos);
+  // The records handle reads the same options the same way.
+  pthload_records* records = nullptr;
+  CHECK(pthload_records_open(fixture(kViews).c_str(), &newer.known, &records) ==
+        PTHLOAD_ERROR_UNSUPPORTED_OPTION);
+  CHECK(records == nullptr);
 }
 
 TEST_SUITE("fixtures") {
@@ -299,6 +375,8 @@ TEST_SUITE("fixtures") {
     options.map_location = [](void* user_data, const pthload_storage_info* storage,
                               pthload_device* device) {
       auto& record = *static_cast<Seen*>(user_data);
+      if (storage->struct_size != sizeof(pthload_storage_info)) return -1;
+      if (!PTHLOAD_HAS_FIELD(storage, pthload_storage_info, nbytes)) return -1;
       record.tags.emplace(storage->location);
       ++record.calls;
       if (std::string(storage->location) == "cpu") return 0;  // where the tag says

@@ -21,7 +21,7 @@ def bind(path):
     lib = ctypes.CDLL(path)
     p, vp, u64, sz = ctypes.POINTER, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t
     for name, restype, argtypes in [
-        ("pthload_options_init", None, [vp]),
+        ("pthload_options_init_sized", ctypes.c_int, [vp, sz]),
         ("pthload_load", ctypes.c_int, [ctypes.c_char_p, vp, p(vp)]),
         ("pthload_checkpoint_free", None, [vp]),
         ("pthload_checkpoint_tensor_count", sz, [vp]),

@@ -33,11 +33,14 @@ K_DL_CUDA = 2
 
 
 def load(lib, path, device):
-    # pthload_options is filled by pthload_options_init; map_to is its first field.
+    # pthload_options as a binding that does not declare the struct sees it: bytes, set up by
+    # pthload_options_init_sized (the bytes past the library's fields stay zero: accepted), then
+    # map_to, the field after struct_size.
     options = ctypes.create_string_buffer(4096)
-    lib.pthload_options_init(options)
+    assert lib.pthload_options_init_sized(options, len(options)) == 0
     device_name = ctypes.create_string_buffer(device.encode())
-    ctypes.c_void_p.from_buffer(options).value = ctypes.addressof(device_name)
+    map_to_offset = ctypes.sizeof(ctypes.c_size_t)
+    ctypes.c_void_p.from_buffer(options, map_to_offset).value = ctypes.addressof(device_name)
     checkpoint = ctypes.c_void_p()
     code = lib.pthload_load(str(path).encode(), options, ctypes.byref(checkpoint))
     return code, checkpoint

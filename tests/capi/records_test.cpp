@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,8 +39,9 @@ TEST_SUITE("fixtures") {
     REQUIRE(pthload_records_count(records.get()) == std::size(kZipFixtureRecords));
     for (std::size_t i = 0; i < std::size(kZipFixtureRecords); ++i) {
       CAPTURE(kZipFixtureRecords[i].name);
-      pthload_record_info info{};
+      pthload_record_info info{.struct_size = sizeof(pthload_record_info)};
       REQUIRE(pthload_records_info(records.get(), i, &info) == PTHLOAD_OK);
+      CHECK(info.struct_size == sizeof(pthload_record_info));
       CHECK(std::string(info.name) == kZipFixtureRecords[i].name);
       CHECK(info.size == kZipFixtureRecords[i].size);
       CHECK(info.crc32 == kZipFixtureRecords[i].crc32);
@@ -59,9 +61,26 @@ TEST_SUITE("fixtures") {
               PTHLOAD_ERROR_INVALID_ARGUMENT);
       }
     }
-    pthload_record_info info{};
+    pthload_record_info info{.struct_size = sizeof(pthload_record_info)};
     CHECK(pthload_records_info(records.get(), std::size(kZipFixtureRecords), &info) ==
           PTHLOAD_ERROR_INVALID_ARGUMENT);
+    // A struct whose size was never set is refused, and nothing is written to it.
+    pthload_record_info unset{};
+    CHECK(pthload_records_info(records.get(), 0, &unset) == PTHLOAD_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(pthload_last_error()->message).find("struct_size is 0") != std::string::npos);
+    CHECK(unset.name == nullptr);
+    // A caller's struct larger than the library's (a newer header): the library's fields are
+    // written, the caller's bytes past them are left as they were.
+    struct NewerRecordInfo {
+      pthload_record_info known;
+      std::uint64_t later_field;
+    } newer{};
+    newer.known.struct_size = sizeof newer;
+    newer.later_field = 0x5eed;
+    REQUIRE(pthload_records_info(records.get(), 0, &newer.known) == PTHLOAD_OK);
+    CHECK(newer.known.struct_size == sizeof newer);
+    CHECK(std::string(newer.known.name) == kZipFixtureRecords[0].name);
+    CHECK(newer.later_field == 0x5eed);
     std::size_t index = 0;
     CHECK(pthload_records_find(records.get(), "archive/nope", &index) ==
           static_cast<int>(pthload::Errc::kZipRecordNotFound));
@@ -78,7 +97,7 @@ TEST_SUITE("fixtures") {
     const RecordsPtr records(raw);
     std::size_t index = 0;
     REQUIRE(pthload_records_find(records.get(), "archive/data/1", &index) == PTHLOAD_OK);
-    pthload_record_info info{};
+    pthload_record_info info{.struct_size = sizeof(pthload_record_info)};
     REQUIRE(pthload_records_info(records.get(), index, &info) == PTHLOAD_OK);
     std::vector<std::byte> buffer(info.size);
     CHECK(pthload_records_read(records.get(), index, buffer.data(), buffer.size()) == PTHLOAD_OK);
