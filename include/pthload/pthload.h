@@ -55,8 +55,8 @@ extern "C" {
  *  earlier header may not work with this library (docs/compatibility.md). */
 #define PTHLOAD_SOVERSION 1
 
-/** The most any struct_size may say: a larger one is refused (PTHLOAD_ERROR_INVALID_ARGUMENT)
- *  as garbage in a struct never set up. */
+/** The most any struct_size may say: a larger one is garbage in a struct never set up, refused
+ *  with PTHLOAD_ERROR_INVALID_ARGUMENT. */
 #define PTHLOAD_STRUCT_SIZE_MAX 65536
 
 /** Whether `*pointer`, a struct that begins with `struct_size`, holds `field`. */
@@ -241,11 +241,11 @@ typedef struct pthload_error {
  *  pthload_tensor_data that returns NULL (which records why there); never NULL. */
 PTHLOAD_API const pthload_error* pthload_last_error(void);
 
-/** What pthload_options_init calls, for bindings that cannot call a static inline function:
- *  `size` is the caller's sizeof(pthload_options), which becomes options->struct_size. Fields past
- * `size` are not written; bytes past the library's own struct are zeroed. Fails with
- * PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `options` or a `size` below PTHLOAD_OPTIONS_SIZE_V1
- * (then nothing is written). */
+/** What pthload_options_init calls, for bindings that cannot call an inline function. `size`
+ *  is the caller's sizeof(pthload_options) and becomes options->struct_size; fields past it are
+ *  not written, bytes past the library's own struct are zeroed. Fails with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `options` or a `size` outside
+ *  PTHLOAD_OPTIONS_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is written). */
 PTHLOAD_API int pthload_options_init_sized(pthload_options* options, size_t size);
 
 /** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits, no

@@ -228,6 +228,8 @@ std::vector<std::string> c_strings(const char* const* strings, std::size_t count
   return result;
 }
 
+constexpr const char* kOptionsSetUpBy = "set the struct up with pthload_options_init";
+
 // The defaults, as this library's struct.
 pthload_options default_options() noexcept {
   const pthload::Limits limits;
@@ -260,15 +262,18 @@ std::size_t declared_size(const void* sized_struct) noexcept {
   return size;
 }
 
-// A struct_size no header will ever have: garbage in a struct never set up, which must not send
-// the library reading or writing that far.
-void check_plausible(std::size_t size, const char* type) {
-  if (size > PTHLOAD_STRUCT_SIZE_MAX) {
+// A caller's struct_size, checked before anything past the struct's first field is read or
+// written: at least the first version's (else a struct never set up) and at most
+// PTHLOAD_STRUCT_SIZE_MAX (else garbage, which must not send the library that far).
+std::size_t check_struct_size(std::size_t size, std::size_t first_version, const char* type,
+                              const char* set_up_by) {
+  if (size < first_version || size > PTHLOAD_STRUCT_SIZE_MAX) {
     throw_invalid_argument(std::string(type) + ".struct_size is " + std::to_string(size) +
-                           ", more than any struct of pthload.h may hold (" +
-                           std::to_string(PTHLOAD_STRUCT_SIZE_MAX) +
-                           "): set the struct up before the call");
+                           ", where a " + type + " holds " + std::to_string(first_version) +
+                           " to " + std::to_string(PTHLOAD_STRUCT_SIZE_MAX) +
+                           " bytes: " + set_up_by);
   }
+  return size;
 }
 
 // The caller's options as this library's struct (pthload.h, "Compatibility"): what an older
@@ -277,14 +282,8 @@ void check_plausible(std::size_t size, const char* type) {
 pthload_options read_options(const pthload_options* options) {
   pthload_options result = default_options();
   if (options == nullptr) return result;
-  const std::size_t size = declared_size(options);
-  if (size < PTHLOAD_OPTIONS_SIZE_V1) {
-    throw_invalid_argument("pthload_options.struct_size is " + std::to_string(size) +
-                           ", less than any pthload_options (" +
-                           std::to_string(PTHLOAD_OPTIONS_SIZE_V1) +
-                           " bytes): set the struct up with pthload_options_init");
-  }
-  check_plausible(size, "pthload_options");
+  const std::size_t size = check_struct_size(declared_size(options), PTHLOAD_OPTIONS_SIZE_V1,
+                                             "pthload_options", kOptionsSetUpBy);
   const auto* bytes = reinterpret_cast<const unsigned char*>(options);
   for (std::size_t at = sizeof(pthload_options); at < size; ++at) {
     if (bytes[at] != 0) {
@@ -404,12 +403,8 @@ const pthload_error* pthload_last_error(void) {
 int pthload_options_init_sized(pthload_options* options, size_t size) {
   return guarded([&] {
     if (options == nullptr) throw_invalid_argument("the options pointer is NULL");
-    if (size < PTHLOAD_OPTIONS_SIZE_V1) {
-      throw_invalid_argument("size " + std::to_string(size) +
-                             " is less than any pthload_options (" +
-                             std::to_string(PTHLOAD_OPTIONS_SIZE_V1) + " bytes)");
-    }
-    check_plausible(size, "pthload_options");
+    check_struct_size(size, PTHLOAD_OPTIONS_SIZE_V1, "pthload_options",
+                      "pass sizeof(pthload_options)");
     // Padding included: a newer library reads the caller's bytes past its fields as options.
     std::memset(static_cast<void*>(options), 0, size);
     pthload_options defaults = default_options();
@@ -638,13 +633,9 @@ int pthload_records_info(const pthload_records* records, size_t index, pthload_r
     if (records == nullptr || out == nullptr) {
       throw_invalid_argument("the records handle or the output pointer is NULL");
     }
-    const std::size_t size = declared_size(out);
-    if (size < PTHLOAD_RECORD_INFO_SIZE_V1) {
-      throw_invalid_argument("pthload_record_info.struct_size is " + std::to_string(size) +
-                             ", less than any pthload_record_info (" +
-                             std::to_string(PTHLOAD_RECORD_INFO_SIZE_V1) +
-                             " bytes): set it to sizeof(pthload_record_info)");
-    }
+    const std::size_t size =
+        check_struct_size(declared_size(out), PTHLOAD_RECORD_INFO_SIZE_V1, "pthload_record_info",
+                          "set it to sizeof(pthload_record_info) before the call");
     const pthload::RecordInfo& record = record_at(records, index);
     const pthload_record_info info{.struct_size = size,
                                    .name = record.name.c_str(),
