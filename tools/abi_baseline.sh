@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 library=$(readlink -f "$build_dir/lib/libpthload.so")
+if ! readelf -S "$library" | grep -q '\.debug_info'; then
+  echo "abi_baseline: $library has no debug information (build with -g: debugoptimized)" >&2
+  exit 1
+fi
 # Only the exported interfaces and the types they reach (about 0.75 MB of XML, 55 kB gzipped).
 abidw --drop-undefined-syms --exported-interfaces-only --no-corpus-path --no-comp-dir-path \
   --no-show-locs "$library" |

@@ -22,13 +22,16 @@
  * (libpthload.so.PTHLOAD_SOVERSION). The structs that cross the API can grow because each begins
  * with `struct_size`, the bytes of the struct as the side that made it knows it; fields are only
  * ever added at the end, and a field added after the first version means "the default" when zero.
+ * Each version's size is the end of its last field (PTHLOAD_<STRUCT>_SIZE_V1...), never a
+ * sizeof that counts tail padding, where a later version may put a field.
  * - A struct the caller passes in (pthload_options) is set up by its init function, which zeroes
  *   it and sets `struct_size` to the caller's sizeof. The library reads that first: fields past it
  *   (an older caller) take their defaults; bytes past the library's own struct (a newer caller)
  *   must be zero, else the call fails with PTHLOAD_ERROR_UNSUPPORTED_OPTION: an option this
  *   library cannot honour is refused, never ignored.
  * - A struct the library fills for the caller (pthload_record_info) has its `struct_size` set by
- *   the caller; the library writes the fields that fit.
+ *   the caller; the library writes the fields that fit and sets `struct_size` to the bytes it
+ *   filled, so that PTHLOAD_HAS_FIELD then says which fields an older library left alone.
  * - A struct the library hands out (pthload_storage_info, pthload_error) carries the library's
  *   `struct_size`: read a field added after the first version only where PTHLOAD_HAS_FIELD says so.
  * - pthload_device is passed by value and never changes.
@@ -154,13 +157,16 @@ typedef enum pthload_layout {
 /** What a map_location callback learns about one storage before it is placed. The strings are
  *  NUL-terminated and valid only during the call. */
 typedef struct pthload_storage_info {
-  size_t struct_size;   /**< sizeof(pthload_storage_info) as the library knows it */
+  size_t struct_size;   /**< the library's PTHLOAD_STORAGE_INFO_SIZE_V<n> */
   const char* key;      /**< the storage's key in the file ("0") */
   const char* location; /**< the tag torch saved ("cpu", "cuda:1") */
   pthload_dtype dtype;  /**< the storage's element type (uint8 for an untyped storage) */
   uint64_t numel;       /**< elements in the storage */
   uint64_t nbytes;      /**< bytes in the storage */
 } pthload_storage_info;
+
+/** The size of the first pthload_storage_info (pthload 0.2.0). */
+#define PTHLOAD_STORAGE_INFO_SIZE_V1 (offsetof(pthload_storage_info, nbytes) + sizeof(uint64_t))
 
 /** torch.load's map_location as a C function: called once per storage while loading, on the
  *  calling thread, with the user data given in pthload_options. Return 1 after writing the
@@ -223,7 +229,7 @@ typedef struct pthload_options {
 
 /** The calling thread's last error. Every string is NUL-terminated (empty when unknown). */
 typedef struct pthload_error {
-  size_t struct_size;    /**< sizeof(pthload_error) as the library knows it */
+  size_t struct_size;    /**< the library's PTHLOAD_ERROR_SIZE_V<n> */
   int code;              /**< PTHLOAD_OK, or the pthload::Errc value */
   const char* code_name; /**< the Errc's name without its k ("ZipCrcMismatch"); "Ok" for 0 */
   const char* message;   /**< what went wrong, without the location */
@@ -236,6 +242,9 @@ typedef struct pthload_error {
   uint8_t opcode;        /**< the pickle opcode being executed */
 } pthload_error;
 
+/** The size of the first pthload_error (pthload 0.2.0): its last field ends before its sizeof. */
+#define PTHLOAD_ERROR_SIZE_V1 (offsetof(pthload_error, opcode) + sizeof(uint8_t))
+
 /** The calling thread's last error: code 0 after a success. The pointer and its strings stay
  *  valid until this thread's next call of a function returning int, or a call of
  *  pthload_tensor_data that returns NULL (which records why there); never NULL. */
@@ -245,7 +254,9 @@ PTHLOAD_API const pthload_error* pthload_last_error(void);
  *  is the caller's sizeof(pthload_options) and becomes options->struct_size; fields past it are
  *  not written, bytes past the library's own struct are zeroed. Fails with
  *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `options` or a `size` outside
- *  PTHLOAD_OPTIONS_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is written). */
+ *  PTHLOAD_OPTIONS_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is written). Unlike the other
+ *  functions returning int, a success leaves the thread's last error as it was: setting up
+ *  options to try again does not erase why the first try failed. */
 PTHLOAD_API int pthload_options_init_sized(pthload_options* options, size_t size);
 
 /** Sets `*options` to the defaults: no map_location, views, no CRC check, default limits, no
@@ -403,9 +414,11 @@ PTHLOAD_API size_t pthload_records_count(const pthload_records* records);
 
 /** Fills `*out` with the record at `index` (central-directory order); its name is borrowed from
  *  the handle. Set out->struct_size first (`pthload_record_info info = {sizeof info};`): the
- *  fields that fit in it are written, struct_size is left as it was. Fails with
- *  PTHLOAD_ERROR_INVALID_ARGUMENT past the end, for a NULL pointer, or for a struct_size below
- *  PTHLOAD_RECORD_INFO_SIZE_V1. */
+ *  fields that fit in it are written, and struct_size becomes the bytes written (the library's
+ *  PTHLOAD_RECORD_INFO_SIZE_V<n> at most: read later fields where PTHLOAD_HAS_FIELD says so).
+ *  Fails with PTHLOAD_ERROR_INVALID_ARGUMENT past the end, for a NULL pointer, or for a
+ *  struct_size outside PTHLOAD_RECORD_INFO_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is
+ *  written). */
 PTHLOAD_API int pthload_records_info(const pthload_records* records, size_t index,
                                      pthload_record_info* out);
 

@@ -56,10 +56,19 @@ static_assert(offsetof(pthload_options, struct_size) == 0 &&
               offsetof(pthload_record_info, struct_size) == 0 &&
               offsetof(pthload_storage_info, struct_size) == 0 &&
               offsetof(pthload_error, struct_size) == 0);
-static_assert(PTHLOAD_OPTIONS_SIZE_V1 <= sizeof(pthload_options));
-static_assert(PTHLOAD_RECORD_INFO_SIZE_V1 <= sizeof(pthload_record_info));
 
-constexpr pthload_error kNoError{.struct_size = sizeof(pthload_error),
+// What this library knows of each: the end of the last field of the newest version. Not sizeof,
+// which counts tail padding where a later version may put a field (pthload.h, "Compatibility").
+constexpr std::size_t kOptionsKnown = PTHLOAD_OPTIONS_SIZE_V1;
+constexpr std::size_t kRecordInfoKnown = PTHLOAD_RECORD_INFO_SIZE_V1;
+constexpr std::size_t kStorageInfoKnown = PTHLOAD_STORAGE_INFO_SIZE_V1;
+constexpr std::size_t kErrorKnown = PTHLOAD_ERROR_SIZE_V1;
+static_assert(kOptionsKnown <= sizeof(pthload_options) &&
+              kRecordInfoKnown <= sizeof(pthload_record_info) &&
+              kStorageInfoKnown <= sizeof(pthload_storage_info) &&
+              kErrorKnown <= sizeof(pthload_error));
+
+constexpr pthload_error kNoError{.struct_size = kErrorKnown,
                                  .code = PTHLOAD_OK,
                                  .code_name = "Ok",
                                  .message = "",
@@ -175,7 +184,7 @@ pthload::MapLocation c_map_location(pthload_map_location_fn function, void* user
                                std::string_view location) -> std::optional<pthload::Device> {
     const std::string key(storage.key);
     const std::string tag(location);
-    const pthload_storage_info info{.struct_size = sizeof(pthload_storage_info),
+    const pthload_storage_info info{.struct_size = kStorageInfoKnown,
                                     .key = key.c_str(),
                                     .location = tag.c_str(),
                                     .dtype = static_cast<pthload_dtype>(storage.dtype),
@@ -230,29 +239,20 @@ std::vector<std::string> c_strings(const char* const* strings, std::size_t count
 
 constexpr const char* kOptionsSetUpBy = "set the struct up with pthload_options_init";
 
-// The defaults, as this library's struct.
+// The defaults, as this library's struct, padding zeroed: init_sized hands its bytes to callers,
+// whose bytes past a library's fields a newer library reads as options.
 pthload_options default_options() noexcept {
   const pthload::Limits limits;
-  return pthload_options{.struct_size = sizeof(pthload_options),
-                         .map_to = nullptr,
-                         .map_location = nullptr,
-                         .map_location_user_data = nullptr,
-                         .copy_cpu_storages = 0,
-                         .verify_crc = 0,
-                         .max_zip_entries = limits.max_zip_entries,
-                         .max_inflated_record_bytes = limits.max_inflated_record_bytes,
-                         .max_pickle_stack = limits.max_pickle_stack,
-                         .max_pickle_memo = limits.max_pickle_memo,
-                         .max_pickle_nesting = limits.max_pickle_nesting,
-                         .max_pickle_values = limits.max_pickle_values,
-                         .select = nullptr,
-                         .rename_prefix_from = nullptr,
-                         .rename_prefix_to = nullptr,
-                         .rename_prefix_count = 0,
-                         .only = nullptr,
-                         .only_count = 0,
-                         .exclude = nullptr,
-                         .exclude_count = 0};
+  pthload_options options;
+  std::memset(static_cast<void*>(&options), 0, sizeof options);
+  options.struct_size = kOptionsKnown;
+  options.max_zip_entries = limits.max_zip_entries;
+  options.max_inflated_record_bytes = limits.max_inflated_record_bytes;
+  options.max_pickle_stack = limits.max_pickle_stack;
+  options.max_pickle_memo = limits.max_pickle_memo;
+  options.max_pickle_nesting = limits.max_pickle_nesting;
+  options.max_pickle_values = limits.max_pickle_values;
+  return options;  // the pointers NULL, the flags and counts 0
 }
 
 // The caller's struct_size, read as bytes: the struct may be of another header's layout.
@@ -285,21 +285,21 @@ pthload_options read_options(const pthload_options* options) {
   const std::size_t size = check_struct_size(declared_size(options), PTHLOAD_OPTIONS_SIZE_V1,
                                              "pthload_options", kOptionsSetUpBy);
   const auto* bytes = reinterpret_cast<const unsigned char*>(options);
-  for (std::size_t at = sizeof(pthload_options); at < size; ++at) {
+  for (std::size_t at = kOptionsKnown; at < size; ++at) {
     if (bytes[at] != 0) {
       pthload::ErrorContext where;
       where.offset = at;
       throw pthload::Error(Errc::kCapiUnsupportedOption,
                            "pthload_options (" + std::to_string(size) +
                                " bytes, from a newer pthload.h) sets byte " + std::to_string(at) +
-                               ", past the " + std::to_string(sizeof(pthload_options)) +
+                               ", past the " + std::to_string(kOptionsKnown) +
                                " bytes this library (pthload " + PTHLOAD_VERSION_STRING +
                                ") knows: an option it cannot honour",
                            std::move(where));
     }
   }
-  std::memcpy(&result, options, std::min(size, sizeof result));
-  result.struct_size = sizeof result;
+  std::memcpy(static_cast<void*>(&result), options, std::min(size, kOptionsKnown));
+  result.struct_size = kOptionsKnown;
   return result;
 }
 
@@ -401,7 +401,8 @@ const pthload_error* pthload_last_error(void) {
 }
 
 int pthload_options_init_sized(pthload_options* options, size_t size) {
-  return guarded([&] {
+  // recorded, not guarded: a success leaves the last error (pthload.h says why).
+  return recorded([&] {
     if (options == nullptr) throw_invalid_argument("the options pointer is NULL");
     check_struct_size(size, PTHLOAD_OPTIONS_SIZE_V1, "pthload_options",
                       "pass sizeof(pthload_options)");
@@ -409,7 +410,7 @@ int pthload_options_init_sized(pthload_options* options, size_t size) {
     std::memset(static_cast<void*>(options), 0, size);
     pthload_options defaults = default_options();
     defaults.struct_size = size;
-    std::memcpy(static_cast<void*>(options), &defaults, std::min(size, sizeof defaults));
+    std::memcpy(static_cast<void*>(options), &defaults, std::min(size, kOptionsKnown));
   });
 }
 
@@ -637,7 +638,7 @@ int pthload_records_info(const pthload_records* records, size_t index, pthload_r
         check_struct_size(declared_size(out), PTHLOAD_RECORD_INFO_SIZE_V1, "pthload_record_info",
                           "set it to sizeof(pthload_record_info) before the call");
     const pthload::RecordInfo& record = record_at(records, index);
-    const pthload_record_info info{.struct_size = size,
+    const pthload_record_info info{.struct_size = std::min(size, kRecordInfoKnown),
                                    .name = record.name.c_str(),
                                    .payload_offset = record.payload_offset,
                                    .size = record.size,
@@ -645,7 +646,7 @@ int pthload_records_info(const pthload_records* records, size_t index, pthload_r
                                    .crc32 = record.crc32,
                                    .is_compressed = record.is_compressed ? 1 : 0};
     // The fields that fit in the caller's struct: an older header's is a prefix of this one.
-    std::memcpy(static_cast<void*>(out), &info, std::min(size, sizeof info));
+    std::memcpy(static_cast<void*>(out), &info, std::min(size, kRecordInfoKnown));
   });
 }
 

@@ -51,7 +51,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         baseline_xml = pathlib.Path(scratch) / "libpthload.abi"
         baseline_xml.write_text(baseline_text)
+        # Without debug information abidiff would compare symbol names only and pass a changed
+        # layout: refused. ~/.abignore and the like must not decide either.
         run = subprocess.run(["abidiff", "--exported-interfaces-only", "--no-added-syms",
+                              "--fail-no-debug-info", "--no-default-suppression",
                               "--suppressions", str(suppressions), "--no-show-locs",
                               str(baseline_xml), str(library)], capture_output=True, text=True)
     report = (run.stdout + run.stderr).strip()

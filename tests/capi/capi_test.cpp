@@ -84,10 +84,12 @@ TEST_CASE("capi: the version macros are the library's, and the structs that grow
   CHECK(std::string(PTHLOAD_VERSION_STRING) == std::to_string(PTHLOAD_VERSION_MAJOR) + "." +
                                                    std::to_string(PTHLOAD_VERSION_MINOR) + "." +
                                                    std::to_string(PTHLOAD_VERSION_PATCH));
-  CHECK(pthload_last_error()->struct_size == sizeof(pthload_error));
+  // The end of the last field, not sizeof: pthload_error's tail padding is no field.
+  CHECK(pthload_last_error()->struct_size == PTHLOAD_ERROR_SIZE_V1);
+  CHECK(PTHLOAD_ERROR_SIZE_V1 < sizeof(pthload_error));
   CHECK(PTHLOAD_HAS_FIELD(pthload_last_error(), pthload_error, opcode));
   CHECK(pthload_open(nullptr, nullptr, nullptr) == PTHLOAD_ERROR_INVALID_ARGUMENT);
-  CHECK(pthload_last_error()->struct_size == sizeof(pthload_error));
+  CHECK(pthload_last_error()->struct_size == PTHLOAD_ERROR_SIZE_V1);
 
   pthload_options options;
   std::memset(&options, 0xab, sizeof options);
@@ -95,6 +97,8 @@ TEST_CASE("capi: the version macros are the library's, and the structs that grow
   CHECK(options.struct_size == sizeof(pthload_options));
   CHECK(options.map_to == nullptr);
   CHECK(options.max_zip_entries == pthload::Limits{}.max_zip_entries);
+  // Setting options up to try again leaves the failure's error readable.
+  CHECK(pthload_last_error()->code == PTHLOAD_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_CASE(
@@ -136,7 +140,7 @@ TEST_CASE(
   CHECK(pthload_checkpoint_tensor_count(opened.get()) ==
         pthload::open(fixture(kViews)).tensors().size());
   // Set, it is an option this library cannot honour: refused, with the byte that says so.
-  newer.later_option = 1;
+  std::memset(&newer.later_option, 1, sizeof newer.later_option);  // every byte set, any endian
   raw = nullptr;
   CHECK(pthload_open(fixture(kViews).c_str(), &newer.known, &raw) ==
         PTHLOAD_ERROR_UNSUPPORTED_OPTION);
@@ -375,7 +379,7 @@ TEST_SUITE("fixtures") {
     options.map_location = [](void* user_data, const pthload_storage_info* storage,
                               pthload_device* device) {
       auto& record = *static_cast<Seen*>(user_data);
-      if (storage->struct_size != sizeof(pthload_storage_info)) return -1;
+      if (storage->struct_size != PTHLOAD_STORAGE_INFO_SIZE_V1) return -1;
       if (!PTHLOAD_HAS_FIELD(storage, pthload_storage_info, nbytes)) return -1;
       record.tags.emplace(storage->location);
       ++record.calls;
