@@ -12,7 +12,7 @@
 #include "audit/weights_only.hpp"
 #include "common/mapped_file.hpp"
 #include "pickle/census.hpp"
-#include "pthload/inspect.hpp"
+#include "pthload/scan.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace pthload;

@@ -54,6 +54,7 @@ struct UnusedStorage {
 /// storage, so they may outlive the Checkpoint. Move-only.
 class PTHLOAD_API Checkpoint {
  public:
+  /// Takes what `other` held; `other` may then only be destroyed or assigned to.
   Checkpoint(Checkpoint&&) noexcept;
   /// Releases the checkpoint this held as the destructor does.
   Checkpoint& operator=(Checkpoint&&) noexcept;
@@ -62,13 +63,20 @@ class PTHLOAD_API Checkpoint {
   /// starts and joins here.
   ~Checkpoint();
 
+  /// The container the file came in.
   [[nodiscard]] Format format() const noexcept;
   /// Every tensor the pickle rebuilds, named by its path from the root object
   /// (docs/naming.md), in the pickle's order; a tensor reachable by several paths (tied weights)
   /// is listed once per path. A tensor no naming rule reaches is listed all the same, under a
   /// fallback name that shows its path (`opt.<state>.1.0`). Valid while the Checkpoint lives.
   [[nodiscard]] std::span<const NamedTensor> tensors() const noexcept;
-  /// The tensor named `name`; throws FormatError(kTorchNameNotFound).
+  /// The tensor named `name` (the first in tensors() of that name), or nullptr when none is; one
+  /// of tensors()'s, valid while the Checkpoint lives. The first lookup sorts the names once
+  /// (O(n log n)), every lookup is then O(log n); safe from many threads at once. Throws
+  /// std::bad_alloc (the first lookup only).
+  [[nodiscard]] const Tensor* find(std::string_view name) const;
+  /// find(name), for a name that must be there: throws FormatError(kTorchNameNotFound), naming
+  /// the file and `name`, when it is not (and std::bad_alloc as find()).
   [[nodiscard]] const Tensor& tensor(std::string_view name) const;
   /// The tensor-like values left opaque, with the reason, in the pickle's order.
   [[nodiscard]] std::span<const OpaqueValue> opaque_values() const noexcept;

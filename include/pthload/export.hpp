@@ -14,3 +14,11 @@
 #else
 #define PTHLOAD_API __attribute__((visibility("default")))
 #endif
+
+// A type nested in a PTHLOAD_API class that is the library's own (a private part, defined or
+// used in lib/ only): its members are not exported, so they are no part of the ABI.
+#if defined(_WIN32)
+#define PTHLOAD_HIDDEN
+#else
+#define PTHLOAD_HIDDEN __attribute__((visibility("hidden")))
+#endif

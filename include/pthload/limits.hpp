@@ -24,6 +24,11 @@ struct Limits {
   std::size_t max_pickle_nesting = 10'000;
   /// Values created by one pickle (every int, string, tuple... counts one).
   std::size_t max_pickle_values = 200'000'000;
+  /// Bytes Tensor::contiguous_bytes(), copy_to() and content_checksum() read of a view that shows
+  /// more than its storage holds (stride 0, expand): a file of a few hundred bytes can claim
+  /// 2^40 elements over 4 bytes. Views that do not overlap themselves are never limited. A
+  /// tensor keeps the value of the open() or load() that made it.
+  std::uint64_t max_overlapping_view_bytes = std::uint64_t{1} << 30;
 };
 
 }  // namespace pthload

@@ -76,6 +76,36 @@ enum class IoStrategy {
   kRead,
 };
 
+/// Which tensors a load keeps, and under which names (docs/partial-loading.md): LoadOptions'
+/// filter, pthinspect's --select/--rename-prefix/--only/--exclude and the C API's
+/// pthload_options fields of the same names. open() applies it in this order: `select`, then
+/// `rename_prefix`, then `only`, `exclude` and `predicate` on the new names. Tensors left out
+/// are not in Checkpoint::tensors(); storages no remaining tensor views are not in storages()
+/// and are never read or placed (a storage shared by a kept and a left-out tensor is kept,
+/// once). A sharded checkpoint's shard is opened only when one of its tensors is kept. (A
+/// map_location may also answer kSkipStorage: device.hpp.) A default TensorFilter keeps every
+/// tensor under its own name.
+struct TensorFilter {
+  /// The sub-tree that is the state dict ("state_dict" in a Lightning .ckpt, "model", "ema"):
+  /// only tensors named `select.<rest>` are kept, named `<rest>`. Empty: the whole tree. open()
+  /// throws FormatError(kSelectNotFound) when no tensor is under it.
+  std::string select{};
+  /// Prefix renames ({"module.", ""} for what DataParallel leaves): a name starting with a
+  /// pair's first gets it replaced by the pair's second (the first pair that matches; names
+  /// that match none stay). Two tensors renamed to one name make open() throw
+  /// FormatError(kSelectNameCollision).
+  std::vector<std::pair<std::string, std::string>> rename_prefix{};
+  /// Globs over the names (`*` any run of characters, dots included; `?` one; `[a-z]`, `[!0-9]`
+  /// one of a set; a name without those matches only itself): a tensor is kept when it matches
+  /// one of `only` (or `only` is empty), none of `exclude`, and `predicate` (when set) says
+  /// true.
+  std::vector<std::string> only{};
+  std::vector<std::string> exclude{};
+  /// Called on the loading thread with each (renamed) name that `only` and `exclude` kept; the
+  /// view is valid during the call only. What it throws, open() throws.
+  std::function<bool(std::string_view name)> predicate{};
+};
+
 /// Options for reading a checkpoint. An aggregate: `load(p, {.map_location = map_to("cpu")})`.
 struct LoadOptions {
   /// Where each storage goes (see map_to, map_dict, or any callable). Empty: where its location
@@ -83,15 +113,16 @@ struct LoadOptions {
   MapLocation map_location{};
   /// Copy each storage placed on the CPU out of the mapped file (or the caller's bytes) into
   /// owned, 64-byte aligned memory, instead of a zero-copy view of it (views are read-only and
-  /// keep the file mapped). The storages of at most 4 KiB share one block, freed with the last
-  /// of them: 100 000 small storages cost one allocation, not 100 000. pthinspect's `load
-  /// --copy`.
+  /// keep the file mapped). Small storages may share one block of memory, released with the
+  /// last of them. pthinspect's `load --copy`.
   bool copy_cpu_storages = false;
   /// Check each record's CRC-32 against the central directory (FormatError kZipCrcMismatch):
   /// open() checks every record but the storages, load() the storages it places (each read
   /// once more, with pread, before placement). torch itself never checks, and files saved
   /// with CRC computation disabled are valid, so this is off by default.
   bool verify_crc = false;
+  /// Bounds on what the file may make pthload do (limits.hpp); the defaults suit any file
+  /// torch.save writes.
   Limits limits{};
   /// Floating storages (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) converted to
   /// this dtype, one of those, as they are placed, rounding as torch's Tensor.to(dtype): on a
@@ -106,45 +137,23 @@ struct LoadOptions {
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};
 
-  // Which tensors to load, and under which names (docs/partial-loading.md). open() applies
-  // them in this order: select, then rename_prefix, then only/exclude/filter on the new names.
-  // Tensors left out are not in Checkpoint::tensors(); storages no remaining tensor views are
-  // not in storages() and are never read or placed (a storage shared by a kept and a left-out
-  // tensor is kept, once). A sharded checkpoint's shard is opened only when one of its tensors
-  // is kept. A map_location may also answer kSkipStorage (device.hpp).
-  /// The sub-tree that is the state dict ("state_dict" in a Lightning .ckpt, "model", "ema"):
-  /// only tensors named `select.<rest>` are kept, named `<rest>`. Empty: the whole tree. Throws
-  /// FormatError(kSelectNotFound) when no tensor is under it.
-  std::string select{};
-  /// Prefix renames ({"module.", ""} for what DataParallel leaves): a name starting with a
-  /// pair's first gets it replaced by the pair's second (the first pair that matches; names
-  /// that match none stay). Two tensors renamed to one name throw
-  /// FormatError(kSelectNameCollision).
-  std::vector<std::pair<std::string, std::string>> rename_prefix{};
-  /// Globs over the names (`*` any run of characters, dots included; `?` one; `[a-z]`, `[!0-9]`
-  /// one of a set; a name without those matches only itself): a tensor is kept when it matches
-  /// one of `only` (or `only` is empty), none of `exclude`, and `filter` (when set) says true.
-  std::vector<std::string> only{};
-  std::vector<std::string> exclude{};
-  std::function<bool(std::string_view name)> filter{};
+  /// Which tensors to load, and under which names; default: all, as the file names them.
+  TensorFilter filter{};
 
   // How bytes are read.
   /// Map the file (views possible) or read it with pread (owned copies only); see IoStrategy.
   IoStrategy io = IoStrategy::kMap;
   /// Threads that read the owned copies of CPU storages from the file (copy_cpu_storages,
-  /// io=read) when those total at least 32 MiB, each taking 8 MiB at a time; 0: min(8,
-  /// hardware threads); 1: the loading thread alone. (Storages bound for a GPU are read by
-  /// CudaOptions::reader_threads.)
+  /// io=read) when there are enough bytes to share; 0: min(8, hardware threads); 1: the loading
+  /// thread alone. (Storages bound for a GPU are read by CudaOptions::reader_threads.)
   unsigned copy_threads = 0;
-  /// Threads that read a torch.save data.pkl of 256 KiB or more (a few thousand tensors): the
-  /// loading thread runs the pickle while one more rebuilds its tensors as they appear (storages
-  /// resolved, arguments and bounds checked), which the naming walk then only takes. 0: two when
-  /// the machine has more than one hardware thread; 1: the loading thread alone, which rebuilds
-  /// them after the pickle. With two, when such a checkpoint goes (its
-  /// destructor, or a move assigned over it), one more thread releases its value tree and zip
-  /// index while the calling thread releases the rest, and is joined before it returns. The
-  /// result is the same either way for every file torch.save writes (docs/accepted-input.md,
-  /// "Storages by key", names the one kind of crafted file that is not).
+  /// Threads that read a large torch.save data.pkl (thousands of tensors): the loading thread
+  /// runs the pickle while one more rebuilds its tensors as they appear. 0: two when the
+  /// machine has more than one hardware thread; 1: the loading thread alone. With two, when
+  /// such a checkpoint goes (its destructor, or a move assigned over it), one more thread
+  /// releases part of it, joined before that returns. The result is the same either way for
+  /// every file torch.save writes (docs/accepted-input.md, "Storages by key", names the one kind
+  /// of crafted file that is not).
   unsigned parse_threads = 0;
 };
 

@@ -51,12 +51,12 @@ extern "C" {
 /** The version of this header; pthload_version() gives the library's. meson.build refuses to
  *  configure where these disagree with the project's version and soname. */
 #define PTHLOAD_VERSION_MAJOR 0
-#define PTHLOAD_VERSION_MINOR 2
+#define PTHLOAD_VERSION_MINOR 3
 #define PTHLOAD_VERSION_PATCH 0
-#define PTHLOAD_VERSION_STRING "0.2.0"
-/** The soname's major (libpthload.so.1): it changes exactly when a program built against an
+#define PTHLOAD_VERSION_STRING "0.3.0"
+/** The soname's major (libpthload.so.2): it changes exactly when a program built against an
  *  earlier header may not work with this library (docs/compatibility.md). */
-#define PTHLOAD_SOVERSION 1
+#define PTHLOAD_SOVERSION 2
 
 /** The most any struct_size may say: a larger one is garbage in a struct never set up, refused
  *  with PTHLOAD_ERROR_INVALID_ARGUMENT. */
@@ -202,7 +202,7 @@ typedef struct pthload_options {
   uint64_t max_pickle_memo;
   uint64_t max_pickle_nesting;
   uint64_t max_pickle_values;
-  /* Choosing tensors (pthload::LoadOptions' select, rename_prefix, only, exclude;
+  /* Choosing tensors (pthload::TensorFilter's select, rename_prefix, only, exclude;
    * docs/partial-loading.md): applied in this order by open and load alike. Left-out tensors are
    * not listed and their storages are never read or placed. The strings are read during the call
    * only; an array with a nonzero count must not be NULL (else PTHLOAD_ERROR_INVALID_ARGUMENT). */
@@ -440,7 +440,7 @@ PTHLOAD_API int pthload_records_read(const pthload_records* records, size_t inde
 PTHLOAD_API const char* pthload_dtype_name(pthload_dtype dtype);
 /** Bytes per element as torch's element_size() gives it; 0 for a value outside the enum. */
 PTHLOAD_API size_t pthload_dtype_size(pthload_dtype dtype);
-/** The library's version ("0.2.0"), which may be later than PTHLOAD_VERSION_STRING of the header
+/** The library's version ("0.3.0"), which may be later than PTHLOAD_VERSION_STRING of the header
  *  a program was built with. Static. */
 PTHLOAD_API const char* pthload_version(void);
 

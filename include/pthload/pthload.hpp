@@ -37,5 +37,6 @@
 #include "pthload/limits.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/scan.hpp"
 #include "pthload/slice.hpp"
 #include "pthload/tensor.hpp"

@@ -1,9 +1,10 @@
-// The records of a zip checkpoint (torch.save ≥ 1.6, torch.jit.save): list, verify, read.
+// The records of a zip checkpoint (torch.save ≥ 1.6, torch.jit.save): list, read, verify.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -23,6 +24,12 @@ struct RecordInfo {
   std::uint64_t compressed_size = 0;  ///< bytes in the file (== size when stored)
   std::uint32_t crc32 = 0;            ///< CRC-32 the central directory declares
   bool is_compressed = false;         ///< deflated (method 8) rather than stored
+};
+
+/// One record that RecordReader::verify_all() found bad.
+struct RecordProblem {
+  std::string record;   ///< its full name, "archive/data/0"
+  std::string message;  ///< the error's what(): file, record, offset and what is wrong
 };
 
 /// A zip checkpoint's records, opened once: the file is mapped and its central directory parsed
@@ -59,30 +66,20 @@ class PTHLOAD_API RecordReader {
   /// Reads record `name` (inflating it when deflated) and checks its CRC-32 against the central
   /// directory's. Throws FormatError(kZipCrcMismatch) when they differ, and as read().
   void verify_crc(std::string_view name) const;
+  /// Reads every record once, in central-directory order, inflating deflated ones, and checks
+  /// its CRC-32; calls `progress` (when set) with each record's compressed size once it is
+  /// checked. Returns one problem per record that fails (every record is checked; none: all
+  /// good). Stored records are read with pread a chunk at a time, so a file truncated since
+  /// open() gives a problem (IoError's message), not SIGBUS. Throws only what `progress` throws
+  /// and std::bad_alloc.
+  [[nodiscard]] std::vector<RecordProblem> verify_all(
+      const std::function<void(std::uint64_t bytes)>& progress = {}) const;
 
  private:
-  struct State;
+  struct PTHLOAD_HIDDEN State;
   explicit RecordReader(std::unique_ptr<State> state) noexcept;
 
   std::unique_ptr<State> state_;
 };
-
-/// Lists every record of the zip checkpoint at `path`, in central-directory order. Reads only
-/// the headers, unless `options.verify_crc` is set: then every record is read and its CRC-32
-/// checked. `RecordReader::open(path, options).list()`, copied; kept for callers that want one
-/// answer per file (each call maps and parses the file again: use a RecordReader for more).
-/// Throws FormatError (malformed archive, CRC mismatch), UnsupportedError (e.g.
-/// encrypted or an unknown compression method), IoError.
-[[nodiscard]] PTHLOAD_API std::vector<RecordInfo> list_records(const std::filesystem::path& path,
-                                                               const LoadOptions& options = {});
-
-/// Returns a copy of the uncompressed bytes of record `name` (its full name, as list_records
-/// gives it): `RecordReader::open(path, options).read(name)`, which maps and parses the file
-/// again on every call (to read several records, keep a RecordReader). Throws
-/// FormatError(kZipRecordNotFound) when there is no such record, and as list_records otherwise;
-/// checks the CRC-32 when `options.verify_crc` is set.
-[[nodiscard]] PTHLOAD_API std::vector<std::byte> read_record(const std::filesystem::path& path,
-                                                             std::string_view name,
-                                                             const LoadOptions& options = {});
 
 }  // namespace pthload

@@ -1,12 +1,10 @@
 // Storages (bytes, shared) and tensors (a dtype and a geometry over a storage).
 #pragma once
 
-#include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -79,16 +77,22 @@ struct WrapperSubclass {
 /// memory-mapped file or an owned 64-byte aligned buffer; on CUDA as device memory.
 class PTHLOAD_API Storage {
  public:
+  /// Not copyable: shared through std::shared_ptr (Tensor::shared_storage(),
+  /// Checkpoint::storages()).
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+  /// Releases the bytes this owns (an owned copy, device memory) unless a hold keeps them
+  /// (Tensor::hold_bytes); a view of the file unmaps nothing while the mapping is shared.
   ~Storage();
 
-  /// The key in the file ("0"); the record is `<top>/data/<key>`.
+  /// The key in the file ("0"); the record is `<top>/data/<key>`. Valid while this Storage
+  /// lives.
   [[nodiscard]] std::string_view key() const noexcept;
-  /// The location tag torch saved ("cpu", "cuda:0").
+  /// The location tag torch saved ("cpu", "cuda:0"). Valid while this Storage lives.
   [[nodiscard]] std::string_view location() const noexcept;
   /// The element type the file declares for the storage (uint8 for an untyped storage).
   [[nodiscard]] Dtype dtype() const noexcept;
+  /// Its size in bytes, as the file declares it (element count × element size).
   [[nodiscard]] std::uint64_t nbytes() const noexcept;
   /// Whether load() placed the bytes (open() never does).
   [[nodiscard]] bool is_placed() const noexcept;
@@ -120,34 +124,40 @@ class PTHLOAD_API Storage {
   internal::StorageState* state_;
 };
 
-/// The most bytes Tensor::contiguous_bytes() and content_checksum() read of a view that shows
-/// more than its storage holds (stride 0, expand): 1 GiB. Views that do not overlap themselves
-/// are never limited.
-inline constexpr std::uint64_t kMaxOverlappingViewBytes = std::uint64_t{1} << 30;
-
 /// A tensor: dtype, sizes, strides and offset (both in elements) over a shared Storage,
-/// exactly as torch rebuilds it. Copyable: copies share the storage.
+/// exactly as torch rebuilds it. Made by open(), load() and load_slice(), never by callers.
+/// Copyable: copies share the storage (and every other part), so a copy costs a few atomic
+/// increments, and any copy keeps the storage alive after its Checkpoint is gone.
 class PTHLOAD_API Tensor {
  public:
-  /// A tensor over `storage`; `sizes` and `strides` must have the same length (copied).
-  Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::span<const std::int64_t> sizes,
-         std::span<const std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
-  /// A tensor without a storage: on the meta device (`layout` kStrided; torch's
-  /// _rebuild_meta_tensor_no_storage), a sparse tensor whose data are its `parts` (in
-  /// sparse_part_names(layout) order), or a nested tensor (kNested: `sizes` is {number of
-  /// components}, `parts` the components). Its data() and checksum throw.
-  Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
-         std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts = {});
+  /// A copy shares the storage and every other part. Throws std::bad_alloc (a tensor of more
+  /// than two dimensions copies its sizes and strides).
+  Tensor(const Tensor& other);
+  /// Leaves `other` with no dimensions and no storage: it may only be destroyed or assigned to.
+  Tensor(Tensor&& other) noexcept;
+  /// As the copy constructor.
+  Tensor& operator=(const Tensor& other);
+  /// As the move constructor.
+  Tensor& operator=(Tensor&& other) noexcept;
+  /// Releases this tensor's share of its storage (the last share releases the storage).
+  ~Tensor();
 
+  /// The element type, as torch reports it (for a converted storage, the converted dtype).
   [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
+  /// The size of each dimension, dim() of them; valid while this Tensor lives.
   [[nodiscard]] std::span<const std::int64_t> sizes() const noexcept {
     return dims_.all().first(dim());
   }
+  /// The stride of each dimension in elements, dim() of them, as torch saved them (may be 0 or
+  /// any order); valid while this Tensor lives.
   [[nodiscard]] std::span<const std::int64_t> strides() const noexcept {
     return dims_.all().subspan(dim());
   }
+  /// Where the first element is in the storage, in elements (0 for a tensor without one).
   [[nodiscard]] std::int64_t storage_offset() const noexcept { return storage_offset_; }
+  /// The requires_grad flag torch saved (a Parameter's is true).
   [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }
+  /// The number of dimensions (0 for a scalar).
   [[nodiscard]] std::size_t dim() const noexcept { return dims_.all().size() / 2; }
   /// The product of the sizes (1 for a 0-dim tensor).
   [[nodiscard]] std::uint64_t numel() const noexcept;
@@ -158,7 +168,11 @@ class PTHLOAD_API Tensor {
   /// Whether the tensor views a storage: false for meta and sparse tensors, whose storage()
   /// must not be called.
   [[nodiscard]] bool has_storage() const noexcept { return storage_ != nullptr; }
+  /// The storage this tensor views; only when has_storage(). Valid while this Tensor (or any
+  /// holder of the storage) lives.
   [[nodiscard]] const Storage& storage() const noexcept { return *storage_; }
+  /// The storage as a shared pointer, for keeping it beyond this tensor; null when
+  /// !has_storage().
   [[nodiscard]] const std::shared_ptr<const Storage>& shared_storage() const noexcept {
     return storage_;
   }
@@ -166,16 +180,12 @@ class PTHLOAD_API Tensor {
   /// nested tensor's components' device; a wrapper subclass's device (meta when it has none
   /// pthload knows).
   [[nodiscard]] Device device() const noexcept;
+  /// Dense (kStrided), one of the sparse layouts, or nested.
   [[nodiscard]] Layout layout() const noexcept { return layout_; }
   /// The tensors that hold a storage-less tensor's data: a sparse tensor's parts, named by
   /// sparse_part_names(layout()); a nested tensor's components (strided views of one storage), in
   /// order; empty for other tensors. Valid while this Tensor (or a copy) lives.
   [[nodiscard]] std::span<const Tensor> parts() const noexcept;
-  /// The old name of parts(), which it is for nested tensors too; removed in the next release.
-  [[deprecated("use parts()")]] [[nodiscard]] std::span<const Tensor> sparse_parts()
-      const noexcept {
-    return parts();
-  }
   /// A wrapper subclass's class and device; nullptr for other tensors. Valid while this Tensor
   /// (or a copy) lives.
   [[nodiscard]] const WrapperSubclass* wrapper_subclass() const noexcept;
@@ -196,7 +206,8 @@ class PTHLOAD_API Tensor {
   /// A copy of the elements in row-major order, as one contiguous run of bytes (for quint4x2
   /// and quint2x4, the packed bytes: ceil(numel / packed_per_byte) of them). Throws as data(),
   /// and FormatError(kTorchLimitExceeded) for a view that overlaps itself (stride 0) and shows
-  /// more than kMaxOverlappingViewBytes: a tiny file must not make it allocate terabytes.
+  /// more than Limits::max_overlapping_view_bytes: a tiny file must not make it allocate
+  /// terabytes.
   /// A storage that is a view of the file is read with pread, not through the mapping, so a
   /// file truncated since the load gives IoError (kIoUnexpectedEof), never SIGBUS.
   [[nodiscard]] std::vector<std::byte> contiguous_bytes() const;
@@ -223,51 +234,34 @@ class PTHLOAD_API Tensor {
   // What few tensors have: parts (sparse, nested), a quantization, a wrapper subclass. Made
   // once, shared by copies, replaced whole (Access): one pointer where the three took 56 bytes
   // of every tensor of a 100 000-tensor checkpoint.
-  struct Extras;
+  struct PTHLOAD_HIDDEN Extras;
+
+  // A tensor over `storage` (sizes and strides of one length, copied), or without one: on the
+  // meta device, a sparse tensor whose data are its `parts`, a nested tensor whose parts are its
+  // components. Made through internal::Access by the layers that rebuild tensors.
+  Tensor(std::shared_ptr<const Storage> storage, Dtype dtype, std::span<const std::int64_t> sizes,
+         std::span<const std::int64_t> strides, std::int64_t storage_offset, bool requires_grad);
+  Tensor(Layout layout, Dtype dtype, std::span<const std::int64_t> sizes,
+         std::span<const std::int64_t> strides, bool requires_grad, std::vector<Tensor> parts);
 
   // The sizes, then the strides: inside the tensor up to two dimensions (almost every tensor
-  // of a checkpoint), else one allocation.
-  class Dims {
-   public:
-    Dims(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides)
-        : count_(sizes.size() + strides.size()) {
-      std::int64_t* out = inline_;
-      if (count_ > kInline) {
-        heap_ = std::make_unique<std::int64_t[]>(count_);
-        out = heap_.get();
-      }
-      std::copy(sizes.begin(), sizes.end(), out);
-      std::copy(strides.begin(), strides.end(), out + sizes.size());
-    }
-    Dims(const Dims& other) : Dims(other.all(), {}) {}
-    // A moved-from Dims is empty, as a moved-from vector is.
-    Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), count_(other.count_) {
-      std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
-      other.count_ = 0;
-    }
-    Dims& operator=(const Dims& other) {
-      if (this != &other) *this = Dims(other);
-      return *this;
-    }
-    Dims& operator=(Dims&& other) noexcept {
-      if (this != &other) {
-        heap_ = std::move(other.heap_);
-        count_ = other.count_;
-        std::copy(std::begin(other.inline_), std::end(other.inline_), inline_);
-        other.count_ = 0;
-      }
-      return *this;
-    }
-    ~Dims() = default;
+  // of a checkpoint), else one allocation. What it does is in lib/checkpoint/tensor.cpp; only
+  // its layout is here, because a Tensor is held by value.
+  struct PTHLOAD_HIDDEN Dims {
+    Dims(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides);
+    Dims(const Dims& other);
+    Dims(Dims&& other) noexcept;  // leaves `other` empty, as a moved-from vector
+    Dims& operator=(const Dims& other);
+    Dims& operator=(Dims&& other) noexcept;
+    ~Dims();
     [[nodiscard]] std::span<const std::int64_t> all() const noexcept {
-      return {heap_ ? heap_.get() : inline_, count_};
+      return {heap ? heap.get() : inline_values, count};
     }
 
-   private:
     static constexpr std::size_t kInline = 4;
-    std::unique_ptr<std::int64_t[]> heap_;
-    std::int64_t inline_[kInline] = {};
-    std::size_t count_;
+    std::unique_ptr<std::int64_t[]> heap;
+    std::int64_t inline_values[kInline] = {};
+    std::size_t count = 0;
   };
 
   [[nodiscard]] std::span<const std::byte> packed_bytes() const;
@@ -303,53 +297,43 @@ struct Quantization {
 /// copy of it. Reads as a std::string_view.
 class TensorName {
  public:
+  /// The empty name.
   TensorName() noexcept = default;
-  /// A copy of `text`. Throws std::bad_alloc.
+  /// A copy of `text`, owned by this name and its copies. Throws std::bad_alloc.
   TensorName(std::string_view text) : size_(text.size()) {  // NOLINT: a name is text
     if (text.empty()) return;
     auto block = std::make_shared<char[]>(text.size() + 1);
     text.copy(block.get(), text.size());
     text_ = std::shared_ptr<const char>(block, block.get());
   }
+  /// As TensorName(std::string_view).
   TensorName(const std::string& text) : TensorName(std::string_view(text)) {}  // NOLINT
-  TensorName(const char* text) : TensorName(std::string_view(text)) {}         // NOLINT
+  /// As TensorName(std::string_view); `text` must be NUL-terminated.
+  TensorName(const char* text) : TensorName(std::string_view(text)) {}  // NOLINT
 
+  /// The text; valid while this name (or a copy) lives.
   [[nodiscard]] std::string_view view() const noexcept { return {data(), size_}; }
+  /// view(), implicitly: a name passes wherever text is taken.
   operator std::string_view() const noexcept { return view(); }  // NOLINT: reads as text
   /// The text, NUL-terminated; valid while this name (or a copy) lives.
   [[nodiscard]] const char* c_str() const noexcept { return data(); }
+  /// c_str(), as std::string names it.
   [[nodiscard]] const char* data() const noexcept { return text_ ? text_.get() : ""; }
+  /// Characters, the NUL excepted.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// A copy as a std::string, the caller's. Throws std::bad_alloc.
   [[nodiscard]] std::string str() const { return std::string(view()); }
   /// A copy, for code that keeps names as strings. Throws std::bad_alloc.
   operator std::string() const { return str(); }  // NOLINT: a name is text
 
-  friend bool operator==(const TensorName& a, const TensorName& b) noexcept {
-    return a.view() == b.view();
-  }
+  /// Compares the text with any text: another name, a std::string_view, a std::string, a
+  /// C string (each converts to std::string_view; C++20 rewrites `!=`, `<` and the reversed
+  /// forms from these two). Concatenate through view() or str().
   friend bool operator==(const TensorName& a, std::string_view b) noexcept { return a.view() == b; }
-  friend bool operator==(const TensorName& a, const std::string& b) noexcept {
-    return a.view() == b;
-  }
-  friend bool operator==(const TensorName& a, const char* b) noexcept {
-    return a.view() == std::string_view(b);
-  }
-  friend auto operator<=>(const TensorName& a, const TensorName& b) noexcept {
-    return a.view() <=> b.view();
-  }
-  friend auto operator<=>(const TensorName& a, std::string_view b) noexcept {
+  friend std::strong_ordering operator<=>(const TensorName& a, std::string_view b) noexcept {
     return a.view() <=> b;
   }
-  /// Concatenation, as with a std::string. Throw std::bad_alloc.
-  friend std::string operator+(std::string a, const TensorName& b) { return a.append(b.view()); }
-  friend std::string operator+(const char* a, const TensorName& b) {
-    return std::string(a).append(b.view());
-  }
-  friend std::string operator+(const TensorName& a, std::string_view b) {
-    return a.str().append(b);
-  }
-  friend std::string operator+(const TensorName& a, const char* b) { return a.str().append(b); }
   /// Writes the text (a template, so that this header needs only <iosfwd>).
   template <typename Traits>
   friend std::basic_ostream<char, Traits>& operator<<(std::basic_ostream<char, Traits>& stream,
@@ -369,7 +353,7 @@ class TensorName {
 
 /// A tensor and its path from the checkpoint's root ("layers.0.weight").
 struct NamedTensor {
-  TensorName name;
+  TensorName name;  ///< its path from the root, as docs/naming.md makes it
   Tensor tensor;
 };
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "pthload/inspect.hpp"
+#include "pthload/scan.hpp"
 
 namespace pthload::audit {
 

@@ -1,9 +1,9 @@
-// RecordReader (and list_records / read_record over it): the public face of the zip layer, for
-// auditing a checkpoint's records.
+// RecordReader: the public face of the zip layer, for auditing a checkpoint's records.
 #include "pthload/records.hpp"
 
 #include <cstring>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,7 +30,7 @@ RecordInfo info_of(const zip::Entry& entry) {
 
 // The mapping, the archive parsed over it and the list handed out, built once by open(). The
 // archive borrows the mapping's bytes, which stay put: the State lives behind a unique_ptr.
-struct RecordReader::State {
+struct PTHLOAD_HIDDEN RecordReader::State {
   State(common::MappedFile mapped, std::string name, const LoadOptions& options)
       : file(std::move(mapped)), path(std::move(name)), verify_crc(options.verify_crc) {
     common::with_context({.path = path},
@@ -104,20 +104,20 @@ void RecordReader::verify_crc(std::string_view name) const {
   common::with_context({.path = state_->path}, [&] { state_->archive->verify_crc(entry); });
 }
 
-std::vector<RecordInfo> list_records(const std::filesystem::path& path,
-                                     const LoadOptions& options) {
-  const auto reader = RecordReader::open(path, options);
-  if (options.verify_crc) {
-    for (const RecordInfo& record : reader.list())
-      reader.verify_crc(record.name);
+// torch never checks CRCs (a loader that did would refuse files torch reads): this is the audit.
+std::vector<RecordProblem> RecordReader::verify_all(
+    const std::function<void(std::uint64_t bytes)>& progress) const {
+  std::vector<RecordProblem> problems;
+  for (const zip::Entry& entry : state_->archive->entries()) {
+    try {
+      state_->archive->verify_crc(entry);
+    } catch (Error& e) {
+      common::fill_missing(e.context(), {.path = state_->path});
+      problems.push_back({std::string(entry.name), e.what()});
+    }
+    if (progress) progress(entry.compressed_size);
   }
-  const auto records = reader.list();
-  return {records.begin(), records.end()};
-}
-
-std::vector<std::byte> read_record(const std::filesystem::path& path, std::string_view name,
-                                   const LoadOptions& options) {
-  return RecordReader::open(path, options).read(name);
+  return problems;
 }
 
 }  // namespace pthload

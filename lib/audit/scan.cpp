@@ -22,7 +22,7 @@
 #include "pickle/census.hpp"
 #include "pickle/opcodes.hpp"
 #include "pthload/error.hpp"
-#include "pthload/inspect.hpp"
+#include "pthload/scan.hpp"
 #include "zip/archive.hpp"
 #include "zip/central_directory.hpp"
 #include "zip/end_records.hpp"
@@ -180,7 +180,7 @@ void scan_zip(const common::MappedFile& file, ScanReport& report, const LoadOpti
                          "that hides a pickle from scanners",
                          e.what())
         : over_limits ? fmt::format(
-                            "{}: beyond pthload's limits (LoadOptions::limits), so its pickles "
+                            "{}: beyond pthload's limits (scan's Limits), so its pickles "
                             "are not judged; torch's reader may still read them",
                             e.what())
                       : fmt::format("not a readable zip archive: {}", e.what());
@@ -551,11 +551,11 @@ std::string_view verdict_name(Verdict verdict) noexcept {
   return "unknown";
 }
 
-ScanReport scan(const std::filesystem::path& path, const LoadOptions& options) {
+ScanReport scan(const std::filesystem::path& path, const Limits& limits) {
   const std::string path_text = path.string();
   const common::MappedFile file =
       common::with_context({.path = path_text}, [&] { return common::MappedFile::open(path); });
-  return audit::scan_file(file, path_text, options);
+  return audit::scan_file(file, path_text, LoadOptions{.limits = limits});
 }
 
 ScanReport audit::scan_file(const common::MappedFile& file, std::string_view path_text,

@@ -5,8 +5,8 @@
 #include <string_view>
 
 #include "common/mapped_file.hpp"
-#include "pthload/inspect.hpp"
 #include "pthload/options.hpp"
+#include "pthload/scan.hpp"
 
 namespace pthload::audit {
 

@@ -14,8 +14,8 @@
 
 #include "audit/global_rules.hpp"
 #include "pickle/value.hpp"
-#include "pthload/inspect.hpp"
 #include "pthload/options.hpp"
+#include "pthload/scan.hpp"
 
 namespace pthload::audit {
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <new>
 #include <optional>
 #include <string>
@@ -321,7 +322,7 @@ pthload::LoadOptions to_load_options(const pthload_options* caller_options) {
   result.limits.max_pickle_memo = static_cast<std::size_t>(options->max_pickle_memo);
   result.limits.max_pickle_nesting = static_cast<std::size_t>(options->max_pickle_nesting);
   result.limits.max_pickle_values = static_cast<std::size_t>(options->max_pickle_values);
-  if (options->select != nullptr) result.select = options->select;
+  if (options->select != nullptr) result.filter.select = options->select;
   if (options->rename_prefix_count != 0 &&
       (options->rename_prefix_from == nullptr || options->rename_prefix_to == nullptr)) {
     throw_invalid_argument("rename_prefix_count is " +
@@ -334,10 +335,11 @@ pthload::LoadOptions to_load_options(const pthload_options* caller_options) {
                              std::to_string(options->rename_prefix_count) +
                              " but a rename_prefix_from or rename_prefix_to string is NULL");
     }
-    result.rename_prefix.emplace_back(options->rename_prefix_from[i], options->rename_prefix_to[i]);
+    result.filter.rename_prefix.emplace_back(options->rename_prefix_from[i],
+                                             options->rename_prefix_to[i]);
   }
-  result.only = c_strings(options->only, options->only_count, "only");
-  result.exclude = c_strings(options->exclude, options->exclude_count, "exclude");
+  result.filter.only = c_strings(options->only, options->only_count, "only");
+  result.filter.exclude = c_strings(options->exclude, options->exclude_count, "exclude");
   return result;
 }
 
@@ -382,7 +384,7 @@ void require_path(const char* path) {
 const std::byte* cpu_data(const pthload::NamedTensor& tensor) {
   if (tensor.tensor.has_storage() && !tensor.tensor.storage().is_placed()) {
     throw pthload::Error(Errc::kDeviceNotOnCpu,
-                         "tensor '" + tensor.name +
+                         "tensor '" + tensor.name.str() +
                              "' is not placed: pthload_open reads no data, pthload_load does");
   }
   return tensor.tensor.data();
@@ -462,15 +464,19 @@ int pthload_checkpoint_find_tensor(const pthload_checkpoint* checkpoint, const c
       throw_invalid_argument("the checkpoint, the name or the output pointer is NULL");
     }
     // Checkpoint::tensor() finds the first tensor of that name (or throws the error a C++
-    // caller gets); its address identifies the NamedTensor holding it.
-    const pthload::Tensor& found = checkpoint->checkpoint.tensor(name);
-    for (const pthload::NamedTensor& tensor : checkpoint->checkpoint.tensors()) {
-      if (&tensor.tensor == &found) {
-        *out = handle(tensor);
-        return;
-      }
+    // caller gets) through the checkpoint's name index. It is the `tensor` member of one entry
+    // of tensors(), an array: the entries' members lie in address order, so a binary search
+    // by address finds the entry, its handle.
+    const pthload::Tensor* found = &checkpoint->checkpoint.tensor(name);
+    const auto tensors = checkpoint->checkpoint.tensors();
+    const std::less<const pthload::Tensor*> before;
+    const auto entry = std::partition_point(
+        tensors.begin(), tensors.end(),
+        [&](const pthload::NamedTensor& t) { return before(&t.tensor, found); });
+    if (entry == tensors.end() || &entry->tensor != found) {
+      throw pthload::Error(Errc::kCapiInternal, "Checkpoint::tensor returned no listed tensor");
     }
-    throw pthload::Error(Errc::kCapiInternal, "Checkpoint::tensor returned no listed tensor");
+    *out = handle(*entry);
   });
 }
 
@@ -551,8 +557,9 @@ int pthload_tensor_copy(const pthload_tensor* tensor, void* buffer, size_t size)
                                      ? pthload::packed_nbytes(t.dtype(), t.numel())
                                      : t.nbytes();
     if (needed > size) {
-      throw_invalid_argument("tensor '" + named(tensor).name + "' has " + std::to_string(needed) +
-                             " bytes; the buffer holds " + std::to_string(size));
+      throw_invalid_argument("tensor '" + named(tensor).name.str() + "' has " +
+                             std::to_string(needed) + " bytes; the buffer holds " +
+                             std::to_string(size));
     }
     (void)t.copy_to({static_cast<std::byte*>(buffer), size});
   });

@@ -16,7 +16,7 @@
 
 namespace pthload {
 
-struct Tensor::Extras {
+struct PTHLOAD_HIDDEN Tensor::Extras {
   std::vector<Tensor> parts;
   std::shared_ptr<const Quantization> quantization;
   std::shared_ptr<const WrapperSubclass> wrapper_subclass;
@@ -37,6 +37,24 @@ struct Access {
   [[nodiscard]] static StorageState& state(Storage& storage) noexcept { return *storage.state_; }
   [[nodiscard]] static const StorageState& state(const Storage& storage) noexcept {
     return *storage.state_;
+  }
+
+  /// A tensor over `storage`: `sizes` and `strides` of one length, copied.
+  [[nodiscard]] static Tensor make_tensor(std::shared_ptr<const Storage> storage, Dtype dtype,
+                                          std::span<const std::int64_t> sizes,
+                                          std::span<const std::int64_t> strides,
+                                          std::int64_t storage_offset, bool requires_grad) {
+    return Tensor(std::move(storage), dtype, sizes, strides, storage_offset, requires_grad);
+  }
+  /// A tensor without a storage: on the meta device (`layout` kStrided; torch's
+  /// _rebuild_meta_tensor_no_storage), a sparse tensor whose data are its `parts` (in
+  /// sparse_part_names(layout) order), or a nested tensor (kNested: `sizes` is {number of
+  /// components}, `parts` the components). Its data() and checksum throw.
+  [[nodiscard]] static Tensor make_tensor(Layout layout, Dtype dtype,
+                                          std::span<const std::int64_t> sizes,
+                                          std::span<const std::int64_t> strides, bool requires_grad,
+                                          std::vector<Tensor> parts = {}) {
+    return Tensor(layout, dtype, sizes, strides, requires_grad, std::move(parts));
   }
 
   /// A checkpoint owning `state` (the torch layer's readers build one each).
@@ -66,12 +84,15 @@ struct Access {
 
   /// Appends `storage` to the checkpoint's storages, noting its position in its state
   /// (StorageState::index, which counting unused storages looks up instead of numbering every
-  /// storage again). Returns the checkpoint's pointer.
+  /// storage again) and the open's limit on overlapping views (set in open_options.limits
+  /// before the first storage joins). Returns the checkpoint's pointer.
   static const std::shared_ptr<Storage>& add_storage(CheckpointState& checkpoint,
                                                      std::shared_ptr<Storage> storage) {
     const std::size_t position = checkpoint.storages.size();
     checkpoint.storages.push_back(std::move(storage));
-    state(*checkpoint.storages.back()).index = position;
+    StorageState& added = state(*checkpoint.storages.back());
+    added.index = position;
+    added.max_overlapping_view_bytes = checkpoint.open_options.limits.max_overlapping_view_bytes;
     return checkpoint.storages.back();
   }
 

@@ -98,15 +98,30 @@ std::span<const UnusedStorage> Checkpoint::unused_storages() const noexcept {
   return state_->unused_storages;
 }
 
+// The index is built under the once flag, so concurrent first lookups build it once.
+const Tensor* Checkpoint::find(std::string_view name) const {
+  internal::CheckpointState& state = *state_;
+  const auto& tensors = state.tensors;
+  std::call_once(state.name_index_built, [&] {
+    state.name_index.resize(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      state.name_index[i] = i;
+    std::stable_sort(state.name_index.begin(), state.name_index.end(),
+                     [&](std::size_t a, std::size_t b) {
+                       return tensors[a].name.view() < tensors[b].name.view();
+                     });
+  });
+  const auto found = std::lower_bound(
+      state.name_index.begin(), state.name_index.end(), name,
+      [&](std::size_t i, std::string_view wanted) { return tensors[i].name.view() < wanted; });
+  if (found == state.name_index.end() || tensors[*found].name.view() != name) return nullptr;
+  return &tensors[*found].tensor;
+}
+
 const Tensor& Checkpoint::tensor(std::string_view name) const {
-  const auto& tensors = state_->tensors;
-  const auto found = std::find_if(tensors.begin(), tensors.end(),
-                                  [&](const NamedTensor& t) { return t.name == name; });
-  if (found == tensors.end()) {
-    throw FormatError(Errc::kTorchNameNotFound, fmt::format("no tensor named '{}'", name),
-                      {.path = state_->path});
-  }
-  return found->tensor;
+  if (const Tensor* found = find(name)) return *found;
+  throw FormatError(Errc::kTorchNameNotFound, fmt::format("no tensor named '{}'", name),
+                    {.path = state_->path});
 }
 
 }  // namespace pthload

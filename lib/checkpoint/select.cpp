@@ -107,19 +107,20 @@ bool glob_matches(std::string_view glob, std::string_view name) noexcept {
 }
 
 bool chooses_tensors(const LoadOptions& options) noexcept {
-  return !options.select.empty() || !options.rename_prefix.empty() || !options.only.empty() ||
-         !options.exclude.empty() || static_cast<bool>(options.filter);
+  return !options.filter.select.empty() || !options.filter.rename_prefix.empty() ||
+         !options.filter.only.empty() || !options.filter.exclude.empty() ||
+         static_cast<bool>(options.filter.predicate);
 }
 
 std::optional<std::string> renamed(const LoadOptions& options, std::string_view name) {
-  if (!options.select.empty()) {
-    if (name.size() <= options.select.size() || !name.starts_with(options.select) ||
-        name[options.select.size()] != '.') {
+  if (!options.filter.select.empty()) {
+    if (name.size() <= options.filter.select.size() || !name.starts_with(options.filter.select) ||
+        name[options.filter.select.size()] != '.') {
       return std::nullopt;
     }
-    name.remove_prefix(options.select.size() + 1);
+    name.remove_prefix(options.filter.select.size() + 1);
   }
-  for (const auto& [from, to] : options.rename_prefix) {
+  for (const auto& [from, to] : options.filter.rename_prefix) {
     if (name.starts_with(from)) return to + std::string(name.substr(from.size()));
   }
   return std::string(name);
@@ -127,11 +128,13 @@ std::optional<std::string> renamed(const LoadOptions& options, std::string_view 
 
 bool chosen(const LoadOptions& options, std::string_view name) {
   const auto matches = [&](const std::string& glob) { return glob_matches(glob, name); };
-  if (!options.only.empty() && std::none_of(options.only.begin(), options.only.end(), matches)) {
+  if (!options.filter.only.empty() &&
+      std::none_of(options.filter.only.begin(), options.filter.only.end(), matches)) {
     return false;
   }
-  if (std::any_of(options.exclude.begin(), options.exclude.end(), matches)) return false;
-  return !options.filter || options.filter(name);
+  if (std::any_of(options.filter.exclude.begin(), options.filter.exclude.end(), matches))
+    return false;
+  return !options.filter.predicate || options.filter.predicate(name);
 }
 
 void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& options,
@@ -151,11 +154,11 @@ void choose_tensors(internal::CheckpointState& checkpoint, const LoadOptions& op
     named.name = std::move(*name);
     kept.push_back(std::move(named));
   }
-  if (check_select && !options.select.empty() && !selected_any) {
+  if (check_select && !options.filter.select.empty() && !selected_any) {
     throw FormatError(Errc::kSelectNotFound,
                       fmt::format("select '{}' names no sub-tree holding tensors: no tensor is "
                                   "named '{}.<name>'",
-                                  options.select, options.select),
+                                  options.filter.select, options.filter.select),
                       {.path = checkpoint.path});
   }
   for (std::size_t i = 0; i < kept.size(); ++i) {

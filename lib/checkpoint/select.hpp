@@ -1,5 +1,5 @@
-// Choosing which tensors of a checkpoint to load and under which names: LoadOptions' select,
-// rename_prefix, only, exclude and filter (docs/partial-loading.md).
+// Choosing which tensors of a checkpoint to load and under which names: LoadOptions' filter:
+// select, rename_prefix, only, exclude and predicate (docs/partial-loading.md).
 #pragma once
 
 #include <optional>
@@ -17,17 +17,17 @@ namespace pthload::internal {
 [[nodiscard]] bool glob_matches(std::string_view glob, std::string_view name) noexcept;
 
 /// Whether `options` leave any tensor out or rename any (select, rename_prefix, only,
-/// exclude, filter): when not, open() keeps the checkpoint as it is.
+/// exclude, predicate): when not, open() keeps the checkpoint as it is.
 [[nodiscard]] bool chooses_tensors(const LoadOptions& options) noexcept;
 
 /// The name a tensor saved as `name` is kept under (select stripped, then renamed), or nullopt
-/// when select leaves it out. Only/exclude/filter are not asked (chosen() does).
+/// when select leaves it out. Only/exclude/predicate are not asked (chosen() does).
 [[nodiscard]] std::optional<std::string> renamed(const LoadOptions& options, std::string_view name);
 
-/// Whether only/exclude/filter keep a tensor whose (renamed) name is `name`.
+/// Whether only/exclude/predicate keep a tensor whose (renamed) name is `name`.
 [[nodiscard]] bool chosen(const LoadOptions& options, std::string_view name);
 
-/// Applies select, rename_prefix, only, exclude and filter to `checkpoint`'s tensors, then
+/// Applies select, rename_prefix, only, exclude and predicate to `checkpoint`'s tensors, then
 /// drops the storages no remaining tensor uses (from storages(), so they are never placed).
 /// unused_storages() keeps describing the file. Throws FormatError(kSelectNotFound) when
 /// `select` names nothing (unless `check_select` is false: a sharded checkpoint checks its

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,6 +93,9 @@ struct StorageState {
   const zip::Entry* record = nullptr;
   /// Its position in CheckpointState::storages, set as it joins them (Access::add_storage).
   std::size_t index = SIZE_MAX;
+  /// The open's Limits::max_overlapping_view_bytes, for the reads of its tensors, which may
+  /// outlive the checkpoint and its options (set by Access::add_storage).
+  std::uint64_t max_overlapping_view_bytes = Limits{}.max_overlapping_view_bytes;
 };
 
 /// The unit a big-endian file's elements of `dtype` are swapped in: the element, or each half of
@@ -146,6 +150,11 @@ struct CheckpointState {
   /// Bytes of storage placement has taken from the file (a view counts its storage's bytes: it
   /// is what the caller may read); partial loads are tested by it (docs/partial-loading.md).
   std::uint64_t placed_bytes = 0;
+  /// Checkpoint::find's index: positions in `tensors`, sorted by name (stable: the first of
+  /// equal names first), built by the first lookup, so a load that never looks one up pays
+  /// nothing for it. The flag makes concurrent first lookups build it once.
+  std::once_flag name_index_built;
+  std::vector<std::size_t> name_index;
 };
 
 }  // namespace pthload::internal

@@ -1,7 +1,9 @@
 // Storage and Tensor: accessors over the state the torch and device layers fill in.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,42 @@ const void* Storage::device_pointer() const noexcept {
   }
   return nullptr;
 }
+
+Tensor::Dims::Dims(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides)
+    : count(sizes.size() + strides.size()) {
+  std::int64_t* out = inline_values;
+  if (count > kInline) {
+    heap = std::make_unique<std::int64_t[]>(count);
+    out = heap.get();
+  }
+  std::copy(sizes.begin(), sizes.end(), out);
+  std::copy(strides.begin(), strides.end(), out + sizes.size());
+}
+Tensor::Dims::Dims(const Dims& other) : Dims(other.all(), {}) {}
+Tensor::Dims::Dims(Dims&& other) noexcept : heap(std::move(other.heap)), count(other.count) {
+  std::copy(std::begin(other.inline_values), std::end(other.inline_values), inline_values);
+  other.count = 0;
+}
+Tensor::Dims& Tensor::Dims::operator=(const Dims& other) {
+  if (this != &other) *this = Dims(other);
+  return *this;
+}
+Tensor::Dims& Tensor::Dims::operator=(Dims&& other) noexcept {
+  if (this != &other) {
+    heap = std::move(other.heap);
+    count = other.count;
+    std::copy(std::begin(other.inline_values), std::end(other.inline_values), inline_values);
+    other.count = 0;
+  }
+  return *this;
+}
+Tensor::Dims::~Dims() = default;
+
+Tensor::Tensor(const Tensor& other) = default;
+Tensor::Tensor(Tensor&& other) noexcept = default;
+Tensor& Tensor::operator=(const Tensor& other) = default;
+Tensor& Tensor::operator=(Tensor&& other) noexcept = default;
+Tensor::~Tensor() = default;
 
 Tensor::Tensor(std::shared_ptr<const Storage> storage, Dtype dtype,
                std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
@@ -262,12 +300,15 @@ void for_each_run(const std::byte* base, std::size_t item, std::span<const std::
 // A view that shows more bytes than its storage holds must overlap itself (stride 0: expand,
 // broadcast). torch saves such views and they are legal, but a file of a few hundred bytes can
 // claim 2^40 elements over 4 bytes: reading them all would hang a checksum and a contiguous copy
-// would allocate terabytes the file never paid for. Up to kMaxOverlappingViewBytes is still read
-// (an expanded mask of a few hundred MB is real); past it the view is refused.
+// would allocate terabytes the file never paid for. Up to Limits::max_overlapping_view_bytes is
+// still read (an expanded mask of a few hundred MB is real); past it the view is refused.
 void check_shown_bytes(const Tensor& tensor, std::string_view what) {
   const std::uint64_t shown = tensor.nbytes();
   const std::uint64_t held = tensor.has_storage() ? tensor.storage().nbytes() : 0;
-  if (shown > held && shown > kMaxOverlappingViewBytes) {
+  const std::uint64_t limit =
+      tensor.has_storage() ? internal::Access::state(tensor.storage()).max_overlapping_view_bytes
+                           : Limits{}.max_overlapping_view_bytes;
+  if (shown > held && shown > limit) {
     ErrorContext where;
     // Not StorageState::record: the tensor may have outlived its checkpoint and the archive.
     if (tensor.has_storage()) {
@@ -280,7 +321,7 @@ void check_shown_bytes(const Tensor& tensor, std::string_view what) {
                       fmt::format("{}: the view shows {} bytes over a storage of {} bytes (it "
                                   "overlaps itself: a stride-0 or expanded view); more than {} "
                                   "bytes of such a view are not read",
-                                  what, shown, held, kMaxOverlappingViewBytes),
+                                  what, shown, held, limit),
                       std::move(where));
   }
 }

@@ -233,8 +233,8 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
       for (std::size_t i = sizes.size(); i-- > 1;)
         strides[i - 1] = strides[i] * sizes[i];
     }
-    return Tensor(internal::Access::make_storage(std::move(slice)), tensor.dtype(), sizes, strides,
-                  0, tensor.requires_grad());
+    return internal::Access::make_tensor(internal::Access::make_storage(std::move(slice)),
+                                         tensor.dtype(), sizes, strides, 0, tensor.requires_grad());
   });
 }
 

@@ -266,6 +266,7 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   storage_state.numel = numel;
   storage_state.nbytes = *nbytes;
   storage_state.swap_unit = static_cast<std::uint8_t>(std::max<std::size_t>(swap_unit, 1));
+  storage_state.max_overlapping_view_bytes = options.limits.max_overlapping_view_bytes;
   storage_state.file_range = std::make_unique<internal::FileRange>(
       internal::FileRange{.offset = 0,
                           .size = *nbytes,
@@ -276,7 +277,9 @@ NamedTensor assemble(ItemFiles& files, const dcp::Entry& entry, Dtype dtype,
   std::vector<std::int64_t> strides(sizes.size(), 1);
   for (std::size_t d = sizes.size(); d-- > 1;)
     strides[d - 1] = strides[d] * sizes[d];
-  NamedTensor named{.name = name, .tensor = Tensor(storage, dtype, sizes, strides, 0, false)};
+  NamedTensor named{
+      .name = name,
+      .tensor = internal::Access::make_tensor(storage, dtype, sizes, strides, 0, false)};
   storages.push_back(std::move(storage));
   return named;
 }
@@ -305,6 +308,7 @@ std::optional<fs::path> dcp_directory_of_metadata(const fs::path& path) {
 
 Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
+  state->open_options.limits = options.limits;  // for Access::add_storage
   state->path = directory.string();
   state->format = Format::kDcp;
   const fs::path metadata_path = directory / kMetadataName;
@@ -357,11 +361,11 @@ Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
           // The item's checkpoint (its pickle, its borrowed bytes) goes: nothing moved out of it
           // points in, and its storages keep the .distcp file they read from.
         }
-        if (!options.select.empty() && !selected_any) {
+        if (!options.filter.select.empty() && !selected_any) {
           throw FormatError(Errc::kSelectNotFound,
                             fmt::format("select '{}' names nothing of the checkpoint: no name is "
                                         "'{}.<name>'",
-                                        options.select, options.select));
+                                        options.filter.select, options.filter.select));
         }
         // Renames may merge two names (storages are already only the chosen tensors').
         std::set<std::string_view> names;

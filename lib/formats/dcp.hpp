@@ -21,10 +21,10 @@ namespace pthload::formats {
 
 /// Opens the DCP directory `directory` as one Checkpoint (Format::kDcp): every tensor of its
 /// `.metadata` under the name dcp.load uses (the flattened fqn, "model.layers.0.weight"), after
-/// options' select/rename_prefix/only/exclude/filter, in the metadata's order. A tensor saved in
-/// one chunk is the tensor of that item's torch.save stream, its storage a range of the .distcp
-/// file (placed by load() as any storage: zero-copy views when mapped); a tensor saved in
-/// several chunks (a DTensor or ShardedTensor) is assembled at open() from its chunks' items
+/// options' filter (select, rename_prefix, only, exclude, predicate), in the metadata's order. A
+/// tensor saved in one chunk is the tensor of that item's torch.save stream, its storage a range of
+/// the .distcp file (placed by load() as any storage: zero-copy views when mapped); a tensor saved
+/// in several chunks (a DTensor or ShardedTensor) is assembled at open() from its chunks' items
 /// into one owned, contiguous buffer. A .distcp file is opened only when a chosen tensor has an
 /// item there. Bytes items (non-tensor values) are listed in opaque_values() and not read.
 /// With options.io = kRead nothing is mapped: .metadata and each chosen item are read with

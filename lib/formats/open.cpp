@@ -165,11 +165,7 @@ Checkpoint remember_options(Checkpoint checkpoint, const LoadOptions& options) {
   LoadOptions& kept = internal::Access::state(checkpoint).open_options;
   kept = options;
   kept.map_location = {};
-  kept.select.clear();
-  kept.rename_prefix.clear();
-  kept.only.clear();
-  kept.exclude.clear();
-  kept.filter = nullptr;
+  kept.filter = {};
   return checkpoint;
 }
 
@@ -181,6 +177,7 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                        const LoadOptions& options,
                        std::optional<zip::CentralDirectory> central_directory) {
   auto state = std::make_unique<internal::CheckpointState>();
+  state->open_options.limits = options.limits;  // for Access::add_storage
   state->path = std::move(path);
   state->file = std::move(file);
   common::with_context(

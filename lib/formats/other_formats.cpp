@@ -73,9 +73,9 @@ void open_safetensors(internal::CheckpointState& state) {
       // Fits: the header refuses shapes whose sizes (each at least 1) multiply past INT64_MAX.
       stride *= std::max<std::int64_t>(entry.shape[i], 1);
     }
-    state.tensors.push_back(
-        {.name = entry.name,
-         .tensor = Tensor(storage, entry.dtype, entry.shape, strides, 0, false)});
+    state.tensors.push_back({.name = entry.name,
+                             .tensor = internal::Access::make_tensor(
+                                 storage, entry.dtype, entry.shape, strides, 0, false)});
     (void)internal::Access::add_storage(state, std::move(storage));
   }
 }

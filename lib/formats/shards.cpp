@@ -74,6 +74,7 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
 
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
+  state->open_options.limits = options.limits;  // for Access::add_storage
   state->path = index_path.string();
   common::with_context({.path = state->path}, [&] {
     state->file = open_file(index_path, options).file;
@@ -95,11 +96,11 @@ Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) 
       selected_any = selected_any || kept_name.has_value();
       if (kept_name && internal::chosen(options, *kept_name)) wanted_shards.insert(shard);
     }
-    if (!options.select.empty() && !selected_any) {
+    if (!options.filter.select.empty() && !selected_any) {
       throw FormatError(Errc::kSelectNotFound,
                         fmt::format("select '{}' names no tensor of the index: none is named "
                                     "'{}.<name>'",
-                                    options.select, options.select));
+                                    options.filter.select, options.filter.select));
     }
 
     std::optional<Format> format;

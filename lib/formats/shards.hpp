@@ -19,10 +19,10 @@ namespace pthload::formats {
     const std::filesystem::path& path);
 
 /// Opens the shards that the index at `index_path` lists (files beside it) as one Checkpoint,
-/// only those that hold a tensor options' select/rename_prefix/only/exclude/filter keep (the
-/// others are never opened, and need not exist), and applies those options to their tensors:
-/// every shard's tensors, in shard order (the shards sorted by name), then in each shard's own
-/// order; each storage's bytes a range of its shard's mapped file, so load() places them as it
+/// only those that hold a tensor options' filter (select, rename_prefix, only, exclude, predicate)
+/// keep (the others are never opened, and need not exist), and applies those options to their
+/// tensors: every shard's tensors, in shard order (the shards sorted by name), then in each shard's
+/// own order; each storage's bytes a range of its shard's mapped file, so load() places them as it
 /// places any storage. Each shard is mapped and only its header (safetensors) or pickle
 /// (torch.save) is read. Every weight_map entry must be a tensor of its shard, and every tensor
 /// of a shard listed for it; all shards must have one format (Checkpoint::format() gives it).

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "checkpoint/access.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
@@ -65,7 +66,8 @@ Tensor rebuild_dense(RebuildContext& context, KnownGlobal kind, const Value& fun
     }
     offset = static_cast<std::int64_t>(*shifted);
   }
-  return Tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
+  return internal::Access::make_tensor(std::move(storage), dtype, sizes, strides, offset,
+                                       requires_grad);
 }
 
 // Parameter(data, requires_grad, ...): the tensor is data's, with the parameter's flag.
@@ -77,10 +79,8 @@ Tensor rebuild_parameter(RebuildContext& context, const Value& function, const V
   if (!tensor->has_storage() || tensor->quantization() != nullptr) return std::move(*tensor);
   const bool requires_grad =
       args.items().size() > 1 ? bool_argument(*args.items()[1], function, "requires_grad") : true;
-  return Tensor(tensor->shared_storage(), tensor->dtype(),
-                {tensor->sizes().begin(), tensor->sizes().end()},
-                {tensor->strides().begin(), tensor->strides().end()}, tensor->storage_offset(),
-                requires_grad);
+  return internal::Access::make_tensor(tensor->shared_storage(), tensor->dtype(), tensor->sizes(),
+                                       tensor->strides(), tensor->storage_offset(), requires_grad);
 }
 
 // (dtype, size, stride, requires_grad): torch.empty_strided on the meta device. No storage and
@@ -95,7 +95,7 @@ Tensor rebuild_meta(const Value& function, const Value& args) {
   // numel() and nbytes() to be meaningful.
   check_numel(function, dtype, sizes);
   const bool requires_grad = bool_argument(*args.items()[3], function, "requires_grad");
-  return Tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
+  return internal::Access::make_tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
 }
 
 // (data, dtype, device, requires_grad): a tensor of a storage-less backend (XLA, ORT, MTIA,
@@ -117,8 +117,8 @@ Tensor rebuild_device_from_cpu(RebuildContext& context, const Value& function, c
   }
   (void)device_argument(*args.items()[2], function);
   const bool requires_grad = bool_argument(*args.items()[3], function, "requires_grad");
-  return Tensor(data.shared_storage(), dtype, data.sizes(), data.strides(), data.storage_offset(),
-                requires_grad);
+  return internal::Access::make_tensor(data.shared_storage(), dtype, data.sizes(), data.strides(),
+                                       data.storage_offset(), requires_grad);
 }
 
 Tensor dense_argument(RebuildContext& context, const Value& value, const Value& function,

@@ -148,14 +148,15 @@ Tensor rebuild_nested(RebuildContext& context, const Value& function, const Valu
     common::with_context(
         {.record = size_values.record, .offset = size_values.first_offset + i * d * 8},
         [&] { check_in_bounds(function, buffer.storage(), buffer.dtype(), offset, size, stride); });
-    components.emplace_back(buffer.shared_storage(), buffer.dtype(), size, stride, offset,
-                            buffer.requires_grad());
+    components.push_back(internal::Access::make_tensor(
+        buffer.shared_storage(), buffer.dtype(), size, stride, offset, buffer.requires_grad()));
   }
   // torch's nested tensor has no regular shape; its length (the number of components) is.
   const std::int64_t count = static_cast<std::int64_t>(n);
   const std::int64_t zero = 0;
-  return Tensor(Layout::kNested, buffer.dtype(), std::span(&count, 1), std::span(&zero, 1),
-                buffer.requires_grad(), std::move(components));
+  return internal::Access::make_tensor(Layout::kNested, buffer.dtype(), std::span(&count, 1),
+                                       std::span(&zero, 1), buffer.requires_grad(),
+                                       std::move(components));
 }
 
 }  // namespace pthload::torch

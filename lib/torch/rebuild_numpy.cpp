@@ -104,7 +104,8 @@ std::optional<Tensor> numpy_tensor(RebuildContext& context, const Value& value) 
   auto storage = pickled_storage(context, array.dtype, pickled_bytes(context, array),
                                  array.big_endian, "cpu", /*follows_map_location=*/false);
   check_in_bounds(value.callable(), *storage, array.dtype, 0, array.sizes, array.strides);
-  Tensor tensor(std::move(storage), array.dtype, array.sizes, array.strides, 0, false);
+  Tensor tensor = internal::Access::make_tensor(std::move(storage), array.dtype, array.sizes,
+                                                array.strides, 0, false);
   by_node.emplace(&value, tensor);
   return tensor;
 }
@@ -164,7 +165,8 @@ Tensor rebuild_device_from_numpy(RebuildContext& context, const Value& function,
                     global_name(function), dtype_name(array.dtype), dtype_name(dtype)));
   }
   check_in_bounds(function, *storage, dtype, 0, array.sizes, array.strides);
-  Tensor tensor(std::move(storage), dtype, array.sizes, array.strides, 0, requires_grad);
+  Tensor tensor = internal::Access::make_tensor(std::move(storage), dtype, array.sizes,
+                                                array.strides, 0, requires_grad);
   by_node.emplace(&args, tensor);
   return tensor;
 }

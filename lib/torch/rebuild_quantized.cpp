@@ -86,7 +86,8 @@ Tensor rebuild_quantized(RebuildContext& context, const Value& function, const V
   if (const std::uint64_t per_byte = packed_per_byte(dtype); per_byte > 1) {
     // quint4x2 and quint2x4 pack 2 and 4 integers into a byte: torch's storage holds
     // ceil(numel / per_byte) bytes, and only a whole, contiguous tensor is meaningful.
-    const Tensor probe(storage, dtype, sizes, strides, offset, false);
+    const Tensor probe =
+        internal::Access::make_tensor(storage, dtype, sizes, strides, offset, false);
     if (offset != 0 || !probe.is_contiguous()) {
       throw UnsupportedError(Errc::kTorchUnsupportedRebuild,
                              fmt::format("{}: a {} view (offset {}, non-contiguous strides) is "
@@ -157,11 +158,13 @@ Tensor rebuild_quantized(RebuildContext& context, const Value& function, const V
                                           quantization->scales->numel(),
                                           quantization->zero_points->numel(), channels, axis));
     }
-    Tensor tensor(std::move(storage), dtype, own_sizes, own_strides, offset, requires_grad);
+    Tensor tensor = internal::Access::make_tensor(std::move(storage), dtype, own_sizes, own_strides,
+                                                  offset, requires_grad);
     internal::Access::set_quantization(tensor, std::move(quantization));
     return tensor;
   }
-  Tensor tensor(std::move(storage), dtype, sizes, strides, offset, requires_grad);
+  Tensor tensor = internal::Access::make_tensor(std::move(storage), dtype, sizes, strides, offset,
+                                                requires_grad);
   internal::Access::set_quantization(tensor, std::move(quantization));
   return tensor;
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "checkpoint/access.hpp"
 #include "common/assert.hpp"
 #include "pthload/error.hpp"
 #include "torch/globals.hpp"
@@ -117,7 +118,8 @@ Tensor rebuild_sparse(RebuildContext& context, const Value& function, const Valu
   check_numel(function, values.dtype(), size);
   // A sparse tensor has no strides (torch raises for .stride()): zeros keep the shape rank.
   const std::vector<std::int64_t> strides(size.size(), 0);
-  return Tensor(layout, values.dtype(), size, strides, values.requires_grad(), std::move(parts));
+  return internal::Access::make_tensor(layout, values.dtype(), size, strides,
+                                       values.requires_grad(), std::move(parts));
 }
 
 }  // namespace pthload::torch

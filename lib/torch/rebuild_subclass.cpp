@@ -63,7 +63,8 @@ Tensor rebuild_wrapper_subclass(const Value& function, const Value& args) {
   } catch (const Error&) {
     // 'xla:0' and the like: load() asks map_location, and refuses it without one.
   }
-  Tensor tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
+  Tensor tensor =
+      internal::Access::make_tensor(Layout::kStrided, dtype, sizes, strides, requires_grad);
   internal::Access::set_wrapper_subclass(
       tensor,
       std::make_shared<const WrapperSubclass>(WrapperSubclass{

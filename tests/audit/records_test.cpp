@@ -1,10 +1,12 @@
-// pthload::RecordReader (lib/audit/records.cpp), and list_records / read_record over it: records
-// read through one handle, against the zip fixtures Python's zipfile wrote
-// (tests/fixtures/make_zip_fixtures.py): deflated.zip and stored.zip hold the same records, one
-// deflated, one stored. The same through the C API: tests/capi/records_test.cpp.
+// pthload::RecordReader (lib/audit/records.cpp): records read through one handle, against the zip
+// fixtures Python's zipfile wrote (tests/fixtures/make_zip_fixtures.py): deflated.zip and
+// stored.zip hold the same records, one deflated, one stored. The same through the C API:
+// tests/capi/records_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,8 +67,7 @@ TEST_SUITE("fixtures") {
     const auto missing = error_thrown([&] { (void)reader.read("archive/nope"); });
     CHECK(missing.code() == pthload::Errc::kZipRecordNotFound);
     CHECK(missing.context().path == path);
-    CHECK(error_thrown([&] { (void)pthload::read_record(path, "archive/nope"); }).code() ==
-          pthload::Errc::kZipRecordNotFound);
+    CHECK(reader.find("archive/nope") == nullptr);
   }
 
   TEST_CASE("records: a RecordReader over bytes in memory reads them in place") {
@@ -107,15 +108,30 @@ TEST_SUITE("fixtures") {
     CHECK(checked.read("archive/data/0").size() == 256);
   }
 
-  TEST_CASE("records: list_records and read_record are the reader's answers") {
-    const std::string path = zip_fixture("deflated.zip");
+  TEST_CASE(
+      "records: verify_all reads every record once, and a file truncated since open() is a "
+      "problem, not SIGBUS") {
+    const std::string source = zip_fixture("stored.zip");
+    const std::string path = "records_test_truncated.zip";
+    std::filesystem::copy_file(source, path, std::filesystem::copy_options::overwrite_existing);
     const auto reader = pthload::RecordReader::open(path);
-    const auto listed = pthload::list_records(path, {.verify_crc = true});
-    REQUIRE(listed.size() == reader.list().size());
-    for (std::size_t i = 0; i < listed.size(); ++i) {
-      CHECK(listed[i].name == reader.list()[i].name);
-      CHECK(listed[i].compressed_size == reader.list()[i].compressed_size);
-      CHECK(pthload::read_record(path, listed[i].name) == reader.read(listed[i].name));
-    }
+    std::uint64_t read = 0;
+    std::uint64_t compressed = 0;
+    for (const auto& record : reader.list())
+      compressed += record.compressed_size;
+    CHECK(reader.verify_all([&](std::uint64_t n) { read += n; }).empty());
+    CHECK(read == compressed);
+    // Cut the file inside the first record's bytes: every record with bytes is then a problem
+    // (the archive's empty record has none to read, and its CRC-32 is 0's).
+    std::filesystem::resize_file(path, reader.list().front().payload_offset + 1);
+    const auto problems = reader.verify_all();
+    std::size_t with_bytes = 0;
+    for (const auto& record : reader.list())
+      with_bytes += record.compressed_size > 0 ? 1 : 0;
+    REQUIRE(with_bytes == reader.list().size() - 1);
+    REQUIRE(problems.size() == with_bytes);
+    CHECK(problems.front().record == reader.list().front().name);
+    CHECK(problems.front().message.find(path) != std::string::npos);
+    std::filesystem::remove(path);
   }
 }

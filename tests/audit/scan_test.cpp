@@ -1,5 +1,5 @@
-// scan() and verify_records(): a verdict from the pickle machine's state (every global and call
-// it made, reachable or not), findings for what torch.save never writes, and CRC checks.
+// scan() and RecordReader::verify_all(): a verdict from the pickle machine's state (every global
+// and call it made, reachable or not), findings for what torch.save never writes, and CRC checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,7 +9,8 @@
 
 #include "pthload/checkpoint.hpp"
 #include "pthload/error.hpp"
-#include "pthload/inspect.hpp"
+#include "pthload/records.hpp"
+#include "pthload/scan.hpp"
 #include "support/bytes.hpp"
 #include "support/checkpoint_file.hpp"
 #include "support/pickle_writer.hpp"
@@ -259,9 +260,9 @@ TEST_CASE("scan: safe only where weights-only loading accepts, whatever the bran
 TEST_CASE("scan: an archive beyond pthload's limits is unknown, not 'not a checkpoint'") {
   const auto file =
       checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
-  pthload::LoadOptions options;
-  options.limits.max_zip_entries = 1;
-  const auto report = pthload::scan(file.path(), options);
+  pthload::Limits limits;
+  limits.max_zip_entries = 1;
+  const auto report = pthload::scan(file.path(), limits);
   CHECK(report.verdict == Verdict::kUnknown);
   CHECK(report.format == "zip");
   CHECK(has_finding(report, "beyond pthload's limits"));
@@ -296,11 +297,13 @@ TEST_CASE("scan: a global CPython reads past a frame's end is judged as CPython 
   CHECK(has_finding(report, "reads past the end of its FRAME"));
 }
 
-TEST_CASE("verify_records: every record's CRC-32, one problem per bad record") {
+TEST_CASE("RecordReader::verify_all: every record's CRC-32, one problem per bad record") {
   const auto file =
       checkpoint_file(clean_pickle(), {{.name = "ck/data/0", .data = float_record(6)}});
   std::uint64_t read = 0;
-  CHECK(pthload::verify_records(file.path(), [&](std::uint64_t n) { read += n; }).empty());
+  CHECK(pthload::RecordReader::open(file.path())
+            .verify_all([&](std::uint64_t n) { read += n; })
+            .empty());
   CHECK(read > 24);
   // Flip a byte of the storage record's data (its bytes are unique in the file).
   std::string bytes;
@@ -313,7 +316,7 @@ TEST_CASE("verify_records: every record's CRC-32, one problem per bad record") {
   bytes[at] = static_cast<char>(bytes[at] ^ 0x5a);
   const std::string corrupt = "scan_test_corrupt.pt";
   std::ofstream(corrupt, std::ios::binary) << bytes;
-  const auto problems = pthload::verify_records(corrupt);
+  const auto problems = pthload::RecordReader::open(corrupt).verify_all();
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].record == "ck/data/0");
   CHECK(problems[0].message.find("CRC-32") != std::string::npos);

@@ -304,10 +304,10 @@ TEST_SUITE("fixtures") {
     const CheckpointPtr loaded(raw);
     CHECK(names(loaded.get()) == std::set<std::string>{"net.decoder.weight", "net.encoder.weight"});
     const auto expected = pthload::load(path, {.map_location = pthload::map_to("cpu"),
-                                               .select = "state_dict",
-                                               .rename_prefix = {{"module.", "net."}},
-                                               .only = {"net.*"},
-                                               .exclude = {"*.bias"}});
+                                               .filter = {.select = "state_dict",
+                                                          .rename_prefix = {{"module.", "net."}},
+                                                          .only = {"net.*"},
+                                                          .exclude = {"*.bias"}}});
     for (const auto& named : expected.tensors()) {
       const pthload_tensor* got = nullptr;
       REQUIRE(pthload_checkpoint_find_tensor(loaded.get(), named.name.c_str(), &got) == PTHLOAD_OK);

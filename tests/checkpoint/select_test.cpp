@@ -1,8 +1,8 @@
-// Choosing what to load (issue 14): LoadOptions' only/exclude/filter, select and rename_prefix,
-// on files the real torch wrote (tests/fixtures/make_partial_fixtures.py). That a partial load
-// reads only the chosen bytes is shown twice: by the bytes placement counts, and by loading from
-// a copy of the file whose pages holding nothing chosen are unreadable (PROT_NONE), where any read
-// of them kills the process — and a control that does read them crashes.
+// Choosing what to load (issue 14): LoadOptions::filter's only/exclude/predicate, select and
+// rename_prefix, on files the real torch wrote (tests/fixtures/make_partial_fixtures.py). That a
+// partial load reads only the chosen bytes is shown twice: by the bytes placement counts, and by
+// loading from a copy of the file whose pages holding nothing chosen are unreadable (PROT_NONE),
+// where any read of them kills the process — and a control that does read them crashes.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -72,16 +72,17 @@ TEST_CASE("checkpoint: globs match as fnmatch without special dots") {
 
 TEST_CASE(
     "checkpoint: select strips the sub-tree's name, then the first matching prefix is renamed") {
-  pthload::LoadOptions options{.select = "state_dict",
-                               .rename_prefix = {{"module.", ""}, {"module.x", "never"}}};
+  pthload::LoadOptions options{
+      .filter = {.select = "state_dict",
+                 .rename_prefix = {{"module.", ""}, {"module.x", "never"}}}};
   CHECK(pthload::internal::renamed(options, "state_dict.module.x.weight") == "x.weight");
   CHECK(pthload::internal::renamed(options, "state_dict.head") == "head");
   CHECK_FALSE(pthload::internal::renamed(options, "state_dictx.head").has_value());
   CHECK_FALSE(pthload::internal::renamed(options, "state_dict").has_value());
   CHECK_FALSE(pthload::internal::renamed(options, "ema.head").has_value());
-  options.only = {"x.*", "head"};
-  options.exclude = {"*.bias"};
-  options.filter = [](std::string_view name) { return name != "x.skip"; };
+  options.filter.only = {"x.*", "head"};
+  options.filter.exclude = {"*.bias"};
+  options.filter.predicate = [](std::string_view name) { return name != "x.skip"; };
   CHECK(pthload::internal::chosen(options, "x.weight"));
   CHECK(pthload::internal::chosen(options, "head"));
   CHECK_FALSE(pthload::internal::chosen(options, "x.bias"));
@@ -105,7 +106,8 @@ TEST_SUITE("fixtures") {
       const auto all = checksums_of(whole);
       CHECK(pthload::internal::Access::state(whole).placed_bytes == storage_bytes(whole));
 
-      const auto part = load_with(io, path, {.only = {"layers.0.*"}, .exclude = {"*.bias"}});
+      const auto part =
+          load_with(io, path, {.filter = {.only = {"layers.0.*"}, .exclude = {"*.bias"}}});
       const bool tied = std::string(file) == "model.pt";
       CHECK(names_of(part) == (tied ? std::vector<std::string>{"layers.0.upper", "layers.0.weight"}
                                     : std::vector<std::string>{"layers.0.weight"}));
@@ -120,13 +122,14 @@ TEST_SUITE("fixtures") {
         CHECK(entry.second == all.at(entry.first));
 
       const auto by_predicate = load_with(
-          io, path, {.filter = [](std::string_view name) { return name.ends_with(".bias"); }});
+          io, path,
+          {.filter = {.predicate = [](std::string_view name) { return name.ends_with(".bias"); }}});
       CHECK(names_of(by_predicate) == std::vector<std::string>{"layers.0.bias"});
       CHECK(pthload::internal::Access::state(by_predicate).placed_bytes == 2048 * 4);
 
       // open() chooses too: a listing of the chosen tensors reads no
       // tensor byte.
-      const auto listed = open_with(io, path, {.only = {"embed.weight", "layers.1.*"}});
+      const auto listed = open_with(io, path, {.filter = {.only = {"embed.weight", "layers.1.*"}}});
       CHECK(names_of(listed) ==
             std::vector<std::string>{"embed.weight", "layers.1.scale", "layers.1.weight"});
       CHECK(listed.storages().size() == 3);
@@ -146,7 +149,7 @@ TEST_SUITE("fixtures") {
     }
     const auto path = kFixtures / "model.pt";
     const auto whole = load_with(io, path, {.map_location = pthload::map_to("cpu")});
-    const auto head = load_with(io, path, {.only = {"head.weight"}});
+    const auto head = load_with(io, path, {.filter = {.only = {"head.weight"}}});
     CHECK(names_of(head) == std::vector<std::string>{"head.weight"});
     REQUIRE(head.storages().size() == 1);
     CHECK(pthload::internal::Access::state(head).placed_bytes == 16 * 1024 * 4);
@@ -161,7 +164,7 @@ TEST_SUITE("fixtures") {
       const auto bytes = pthload::test::file_bytes(kFixtures / file);
       ProtectedCopy copy(bytes);
       const pthload::LoadOptions chosen{.copy_cpu_storages = true,
-                                        .only = {"layers.0.bias", "layers.1.*"}};
+                                        .filter = {.only = {"layers.0.bias", "layers.1.*"}}};
       // Expected values and the storages' places, before anything is
       // protected.
       const auto expected = checksums_of(pthload::load(copy.bytes(), chosen));
@@ -196,8 +199,8 @@ TEST_SUITE("fixtures") {
       io = IoStrategy::kRead;
     }
     const auto path = kFixtures / "lightning.ckpt";
-    const auto loaded =
-        load_with(io, path, {.select = "state_dict", .rename_prefix = {{"module.", ""}}});
+    const auto loaded = load_with(
+        io, path, {.filter = {.select = "state_dict", .rename_prefix = {{"module.", ""}}}});
     CHECK(names_of(loaded) ==
           std::vector<std::string>{"decoder.weight", "encoder.bias", "encoder.weight"});
     CHECK(loaded.storages().size() == 3);  // the optimizer's and ema's are not placed
@@ -205,19 +208,20 @@ TEST_SUITE("fixtures") {
       CAPTURE(row[1]);
       CHECK(fmt::format("{:016x}", loaded.tensor(row[1]).content_checksum()) == row[2]);
     }
-    const auto ema = open_with(io, path, {.select = "ema", .only = {"encoder.*"}});
+    const auto ema = open_with(io, path, {.filter = {.select = "ema", .only = {"encoder.*"}}});
     CHECK(names_of(ema) == std::vector<std::string>{"encoder.bias", "encoder.weight"});
-    CHECK(error_code_of([&] { (void)open_with(io, path, {.select = "model"}); }) ==
+    CHECK(error_code_of([&] { (void)open_with(io, path, {.filter = {.select = "model"}}); }) ==
           Errc::kSelectNotFound);
     CHECK(error_code_of([&] {
-            (void)open_with(
-                io, path,
-                {.select = "state_dict",
-                 .rename_prefix = {{"module.encoder.weight", "w"}, {"module.encoder.bias", "w"}}});
+            (void)open_with(io, path,
+                            {.filter = {.select = "state_dict",
+                                        .rename_prefix = {{"module.encoder.weight", "w"},
+                                                          {"module.encoder.bias", "w"}}}});
           }) == Errc::kSelectNameCollision);
     // Renaming without select: every tensor keeps its place, some get
     // new names.
-    const auto renamed = open_with(io, path, {.rename_prefix = {{"state_dict.module.", "m."}}});
+    const auto renamed =
+        open_with(io, path, {.filter = {.rename_prefix = {{"state_dict.module.", "m."}}}});
     CHECK(renamed.tensors().size() == open_with(io, path).tensors().size());
     CHECK_NOTHROW((void)renamed.tensor("m.encoder.weight"));
   }

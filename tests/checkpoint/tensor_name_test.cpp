@@ -1,7 +1,9 @@
-// TensorName: a tensor's name reads as text, compares and joins as a std::string does, and stays
-// valid, with every copy, after the Checkpoint that made it is gone.
+// TensorName: a tensor's name reads as text, compares as a std::string does, joins through its
+// view, and stays valid, with every copy, after the Checkpoint that made it is gone.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <compare>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -13,12 +15,19 @@
 #include "pthload/checkpoint.hpp"
 #include "pthload/tensor.hpp"
 #include "support/checkpoint_file.hpp"
+#include "support/error_code.hpp"
 #include "support/pickle_writer.hpp"
 
 using pthload::TensorName;
 using pthload::test::checkpoint_file;
 using pthload::test::float_record;
 using pthload::test::PickleWriter;
+
+namespace {
+TensorName copy_of(const TensorName& name) {
+  return TensorName(name.view());
+}
+}  // namespace
 
 TEST_CASE("tensor names: a name reads as its text, NUL-terminated, and compares as a string") {
   const TensorName name("layers.0.weight");
@@ -37,9 +46,15 @@ TEST_CASE("tensor names: a name reads as its text, NUL-terminated, and compares 
   const std::string text = name;
   CHECK(text == "layers.0.weight");
   CHECK(name.str() == text);
-  CHECK("model." + name == "model.layers.0.weight");
-  CHECK(name + ".grad" == "layers.0.weight.grad");
-  CHECK(std::string("[") + name + "]" == "[layers.0.weight]");
+  CHECK(std::string("model.").append(name) == "model.layers.0.weight");
+  CHECK(name.str() + ".grad" == "layers.0.weight.grad");
+  CHECK(std::string(name) == name);
+  CHECK(name == name);
+  CHECK_FALSE(name != copy_of(name));
+  CHECK((name <=> std::string_view("layers.0.weight")) == std::strong_ordering::equal);
+  std::vector<TensorName> sorted{"b", "a.c", "a.b"};
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == std::vector<TensorName>{"a.b", "a.c", "b"});
   std::ostringstream written;
   written << name << '!';
   CHECK(written.str() == "layers.0.weight!");
@@ -85,4 +100,31 @@ TEST_CASE("tensor names: the names a checkpoint made outlive it, as its tensors 
   kept.clear();
   // The last copy of one name keeps its text: ASan reads it in CI.
   CHECK(*one == "state.1.exp_avg_sq");
+}
+
+TEST_CASE("tensor names: Checkpoint::find looks a name up, nullptr for none; tensor() throws") {
+  PickleWriter p;
+  p.empty_dict().mark();
+  // Out of order, so that the index's sort matters.
+  const std::vector<std::string> names{"z", "layers.10.w", "layers.2.w", "a", "layers.1.w"};
+  for (std::size_t i = 0; i < names.size(); ++i)
+    p.str(names[i]).tensor_v2("FloatStorage", std::to_string(i), 8, 0, {8}, {1});
+  p.setitems().stop();
+  std::vector<pthload::test::zip_build::Record> records;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    records.push_back({.name = "ck/data/" + std::to_string(i), .data = float_record(8)});
+  const auto file = checkpoint_file(p.bytes(), records);
+  const auto checkpoint = pthload::open(file.path());
+  REQUIRE(checkpoint.tensors().size() == names.size());
+  for (const auto& named : checkpoint.tensors()) {
+    CAPTURE(named.name.view());
+    CHECK(checkpoint.find(named.name) == &named.tensor);
+    CHECK(&checkpoint.tensor(named.name) == &named.tensor);
+  }
+  for (const std::string_view missing : {"", "b", "layers", "layers.1", "layers.1.w.x", "zz"}) {
+    CAPTURE(missing);
+    CHECK(checkpoint.find(missing) == nullptr);
+    CHECK(pthload::test::error_code_of([&] { (void)checkpoint.tensor(missing); }) ==
+          pthload::Errc::kTorchNameNotFound);
+  }
 }

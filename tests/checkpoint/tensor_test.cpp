@@ -29,7 +29,8 @@ Tensor meta_tensor(const std::vector<std::int64_t>& sizes) {
     strides[i] = stride;
     stride *= sizes[i];
   }
-  return Tensor(Layout::kStrided, Dtype::kFloat32, sizes, strides, false);
+  return pthload::internal::Access::make_tensor(Layout::kStrided, Dtype::kFloat32, sizes, strides,
+                                                false);
 }
 
 void check_geometry(const Tensor& tensor, const std::vector<std::int64_t>& sizes) {
@@ -76,7 +77,8 @@ TEST_CASE("tensor: parts are shared by copies; a quantization given to one copy 
   const std::vector<std::int64_t> sizes{4};
   const std::vector<std::int64_t> strides{1};
   std::vector<Tensor> parts{meta_tensor({1, 2}), meta_tensor({2})};
-  const Tensor sparse(Layout::kSparseCoo, Dtype::kFloat32, sizes, strides, false, std::move(parts));
+  const Tensor sparse = pthload::internal::Access::make_tensor(
+      Layout::kSparseCoo, Dtype::kFloat32, sizes, strides, false, std::move(parts));
   REQUIRE(sparse.parts().size() == 2);
   CHECK(sparse.parts()[0].dim() == 2);
   CHECK(sparse.quantization() == nullptr);
@@ -110,17 +112,20 @@ TEST_CASE("tensor: parts are shared by copies; a quantization given to one copy 
 TEST_CASE("tensor: is_contiguous never overflows, and an empty tensor is contiguous") {
   // (0, 2^32, 2^32): no element; the product of the other sizes passes 64 bits.
   const std::int64_t big = std::int64_t{1} << 32;
-  CHECK(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{0, big, big},
-               std::vector<std::int64_t>{0, big, 1}, false)
+  CHECK(pthload::internal::Access::make_tensor(Layout::kStrided, Dtype::kUInt8,
+                                               std::vector<std::int64_t>{0, big, big},
+                                               std::vector<std::int64_t>{0, big, 1}, false)
             .is_contiguous());
   // (2, 2^62, 4): the row-major stride of the first dimension would be 2^64, which no int64
   // stride is (a product wrapped to 0 would match the stride 0).
   const std::int64_t huge = std::int64_t{1} << 62;
-  CHECK_FALSE(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{2, huge, 4},
-                     std::vector<std::int64_t>{0, 4, 1}, false)
+  CHECK_FALSE(pthload::internal::Access::make_tensor(Layout::kStrided, Dtype::kUInt8,
+                                                     std::vector<std::int64_t>{2, huge, 4},
+                                                     std::vector<std::int64_t>{0, 4, 1}, false)
                   .is_contiguous());
-  CHECK(Tensor(Layout::kStrided, Dtype::kUInt8, std::vector<std::int64_t>{huge, 4},
-               std::vector<std::int64_t>{4, 1}, false)
+  CHECK(pthload::internal::Access::make_tensor(Layout::kStrided, Dtype::kUInt8,
+                                               std::vector<std::int64_t>{huge, 4},
+                                               std::vector<std::int64_t>{4, 1}, false)
             .is_contiguous());
 }
 

@@ -29,7 +29,7 @@ std::shared_ptr<pthload::Storage> storage(const std::string& key) {
 pthload::Tensor tensor_over(const std::shared_ptr<pthload::Storage>& over) {
   const std::vector<std::int64_t> sizes{4};
   const std::vector<std::int64_t> strides{1};
-  return {over, pthload::Dtype::kFloat32, sizes, strides, 0, false};
+  return Access::make_tensor(over, pthload::Dtype::kFloat32, sizes, strides, 0, false);
 }
 
 // Storages "0".."count-1" in the checkpoint's list, each with its position noted
@@ -98,8 +98,8 @@ TEST_CASE("checkpoint: the pass over the tensors notes whether one is a wrapper 
       if (with_wrapper) {
         const std::vector<std::int64_t> sizes{2, 3};
         const std::vector<std::int64_t> strides{3, 1};
-        pthload::Tensor wrapper(pthload::Layout::kStrided, pthload::Dtype::kFloat32, sizes, strides,
-                                false);
+        pthload::Tensor wrapper = Access::make_tensor(
+            pthload::Layout::kStrided, pthload::Dtype::kFloat32, sizes, strides, false);
         Access::set_wrapper_subclass(
             wrapper,
             std::make_shared<const pthload::WrapperSubclass>(

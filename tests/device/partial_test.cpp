@@ -159,9 +159,10 @@ TEST_SUITE("fixtures") {
 
   TEST_CASE("device: a partial load through the pipeline places only the chosen storages") {
     const auto path = kFixtures / "model.pt";
-    const auto cpu = pthload::load(path, {.only = {"layers.*"}});
+    const auto cpu = pthload::load(path, {.filter = {.only = {"layers.*"}}});
     auto backend = std::make_shared<pthload::device::HostBackend>();
-    pthload::LoadOptions options{.map_location = pthload::map_to("cuda:0"), .only = {"layers.*"}};
+    pthload::LoadOptions options{.map_location = pthload::map_to("cuda:0"),
+                                 .filter = {.only = {"layers.*"}}};
     auto opened = pthload::open(path, options);
     pthload::device::PipelineReport report;
     pthload::device::place_storages(opened, options, backend, &report);
@@ -302,7 +303,8 @@ TEST_SUITE("fixtures") {
         CHECK(pthload::load_slice(opened, name, dim, begin, end).content_checksum() == expected);
         // The control: reading the whole tensor from the protected copy dies.
         CHECK(crashes([&] {
-          (void)pthload::load(copy.bytes(), {.copy_cpu_storages = true, .only = {name}});
+          (void)pthload::load(copy.bytes(),
+                              {.copy_cpu_storages = true, .filter = {.only = {name}}});
         }));
       }
     }

@@ -178,7 +178,7 @@ TEST_SUITE("fixtures") {
       CAPTURE(io_name(io));
       const auto dir = TempPath::copy_of(kFixtures / "sharded");
       fs::remove(dir.path() / "__0_0.distcp");  // rank 0's: half of rows and cols
-      const auto plain = pthload::load(dir.path(), {.only = {"model.plain"}, .io = io});
+      const auto plain = pthload::load(dir.path(), {.filter = {.only = {"model.plain"}}, .io = io});
       REQUIRE(plain.tensors().size() == 1);
       CHECK(plain.storages().size() == 1);
       CHECK(fmt::format("{:016x}", plain.tensors()[0].tensor.content_checksum()) ==
@@ -186,18 +186,20 @@ TEST_SUITE("fixtures") {
       CHECK(error_code_of([&] { (void)pthload::open(dir.path(), {.io = io}); }) ==
             Errc::kIoOpenFailed);
     }
-    const auto model =
-        pthload::open(kFixtures / "single", {.select = "model", .exclude = {"layers.*"}});
+    const auto model = pthload::open(kFixtures / "single",
+                                     {.filter = {.select = "model", .exclude = {"layers.*"}}});
     std::set<std::string> names;
     for (const auto& named : model.tensors())
       names.insert(named.name);
     CHECK(names == std::set<std::string>{"embed.weight", "head.weight", "mask", "index"});
     CHECK(model.opaque_values().empty());
-    CHECK(error_code_of([&] { (void)pthload::open(kFixtures / "single", {.select = "ema"}); }) ==
-          Errc::kSelectNotFound);
     CHECK(error_code_of([&] {
-            (void)pthload::open(kFixtures / "single",
-                                {.rename_prefix = {{"model.embed.", "x."}, {"model.head.", "x."}}});
+            (void)pthload::open(kFixtures / "single", {.filter = {.select = "ema"}});
+          }) == Errc::kSelectNotFound);
+    CHECK(error_code_of([&] {
+            (void)pthload::open(
+                kFixtures / "single",
+                {.filter = {.rename_prefix = {{"model.embed.", "x."}, {"model.head.", "x."}}}});
           }) == Errc::kSelectNameCollision);
   }
 

@@ -7,16 +7,20 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "formats/hostile_cases.hpp"
+#include "pthload/checkpoint.hpp"
 #include "support/bytes.hpp"
 #include "support/checkpoint_file.hpp"
+#include "support/error_code.hpp"
 #include "support/legacy_builder.hpp"
 #include "support/pickle_writer.hpp"
 
 using pthload::Errc;
+using pthload::test::error_code_of;
 using pthload::test::float_record;
 using pthload::test::PickleWriter;
 using namespace pthload::test::hostile;
@@ -129,13 +133,38 @@ TEST_CASE("formats hostile: views that claim more than their shared storage hold
 
 TEST_CASE("formats hostile: stride-0 views showing 2^40 elements of an 8-element storage") {
   // Legal geometry (expand makes it), so open() accepts it; reading every element is what a
-  // checksum would do, and is refused past kMaxOverlappingViewBytes instead of hanging.
+  // checksum would do, and is refused past Limits::max_overlapping_view_bytes instead of hanging.
   const Geometry expanded{"expanded", 0, {INT64_C(1) << 20, INT64_C(1) << 20}, {0, 0}, Errc::kOk};
   run_cases(
       {{"zip: stride-0 view of 2^40 elements", zip_checkpoint(shared_storage_pickle(expanded)),
         code(Errc::kTorchLimitExceeded)},
        {"legacy: stride-0 view of 2^40 elements",
         legacy_checkpoint(legacy_shared_pickle(expanded), 8), code(Errc::kTorchLimitExceeded)}});
+}
+
+TEST_CASE(
+    "formats hostile: Limits::max_overlapping_view_bytes is the open's, kept by its tensors") {
+  // 64 x 64 float32 elements over 8: 16 KiB shown of a 32-byte storage.
+  const Geometry expanded{"expanded", 0, {64, 64}, {0, 0}, Errc::kOk};
+  for (const auto& bytes : {zip_checkpoint(shared_storage_pickle(expanded)),
+                            legacy_checkpoint(legacy_shared_pickle(expanded), 8)}) {
+    const auto loose = pthload::load(std::span<const std::byte>(bytes));
+    CHECK(loose.tensor("b").contiguous_bytes().size() == 64 * 64 * 4);
+    pthload::LoadOptions strict;
+    strict.limits.max_overlapping_view_bytes = 64 * 64 * 4 - 1;
+    const pthload::Tensor b = [&] {
+      const auto checkpoint = pthload::load(std::span<const std::byte>(bytes), strict);
+      return checkpoint.tensor("b");
+    }();
+    // The Checkpoint is gone; its limit stays with the tensor's storage.
+    CHECK(error_code_of([&] { (void)b.content_checksum(); }) == Errc::kTorchLimitExceeded);
+    CHECK(error_code_of([&] { (void)b.contiguous_bytes(); }) == Errc::kTorchLimitExceeded);
+    // A view that does not overlap itself is never limited.
+    pthload::LoadOptions tiny;
+    tiny.limits.max_overlapping_view_bytes = 1;
+    CHECK(pthload::load(std::span<const std::byte>(bytes), tiny).tensor("a").content_checksum() ==
+          loose.tensor("a").content_checksum());
+  }
 }
 
 TEST_CASE("formats hostile: storages whose element count is 2^63, 2^64-1, 2^32-1") {

@@ -247,7 +247,7 @@ TEST_SUITE("fixtures") {
     fs::remove(folder / "model-00001-of-00003.safetensors");
     fs::remove(folder / "model-00003-of-00003.safetensors");
     const auto whole = load_with(io, kPartialFixtures / "model.safetensors");
-    const auto part = load_with(io, folder, {.only = {"layers.0.*"}});
+    const auto part = load_with(io, folder, {.filter = {.only = {"layers.0.*"}}});
     CHECK(names_of(part) == std::vector<std::string>{"layers.0.bias", "layers.0.weight"});
     CHECK(pthload::internal::Access::state(part).shards.size() == 1);
     for (const auto& named : part.tensors())
@@ -259,23 +259,28 @@ TEST_SUITE("fixtures") {
       REQUIRE(range != nullptr);
       CHECK(maps_file(*range->file) == (io == IoStrategy::kMap));
     }
-    CHECK(open_with(io, folder, {.exclude = {"embed.*", "layers.1.*"}}).tensors().size() == 2);
+    CHECK(open_with(io, folder, {.filter = {.exclude = {"embed.*", "layers.1.*"}}})
+              .tensors()
+              .size() == 2);
     // Nothing chosen: no shard opened, an empty checkpoint of the index's format.
-    const auto none = open_with(io, folder, {.only = {"nothing"}});
+    const auto none = open_with(io, folder, {.filter = {.only = {"nothing"}}});
     CHECK(none.tensors().empty());
     CHECK(none.format() == pthload::Format::kSafetensors);
     const auto bin_index = fs::path(PTHLOAD_FIXTURES_DIR) / "shards" / "bin";
-    CHECK(open_with(io, bin_index, {.only = {"nothing"}}).format() == pthload::Format::kZip);
-    CHECK(pthload::internal::Access::state(open_with(io, bin_index, {.only = {"lm_head.weight"}}))
+    CHECK(open_with(io, bin_index, {.filter = {.only = {"nothing"}}}).format() ==
+          pthload::Format::kZip);
+    CHECK(pthload::internal::Access::state(
+              open_with(io, bin_index, {.filter = {.only = {"lm_head.weight"}}}))
               .shards.size() == 1);
-    CHECK(open_with(
-              io, folder,
-              {.rename_prefix = {{"layers.", "model.layers."}}, .only = {"model.layers.0.bias"}})
+    CHECK(open_with(io, folder,
+                    {.filter = {.rename_prefix = {{"layers.", "model.layers."}},
+                                .only = {"model.layers.0.bias"}}})
               .tensors()
               .size() == 1);
-    CHECK(error_code_of([&] { (void)open_with(io, folder, {.only = {"embed.weight"}}); }) ==
-          Errc::kIoOpenFailed);
-    CHECK(error_code_of([&] { (void)open_with(io, folder, {.select = "model"}); }) ==
+    CHECK(error_code_of([&] {
+            (void)open_with(io, folder, {.filter = {.only = {"embed.weight"}}});
+          }) == Errc::kIoOpenFailed);
+    CHECK(error_code_of([&] { (void)open_with(io, folder, {.filter = {.select = "model"}}); }) ==
           Errc::kSelectNotFound);
     // All of it, from the fixture itself: every shard opened.
     CHECK(pthload::internal::Access::state(open_with(io, kPartialFixtures / "sharded"))

@@ -17,7 +17,8 @@ struct CatArgs {
 };
 
 int run_cat(const CatArgs& args) {
-  const auto bytes = pthload::read_record(args.path, args.record, {.verify_crc = args.verify});
+  const auto bytes =
+      pthload::RecordReader::open(args.path, {.verify_crc = args.verify}).read(args.record);
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) {
     std::fputs("pthinspect: error: writing to stdout failed\n", stderr);
     return 1;

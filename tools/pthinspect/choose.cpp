@@ -31,12 +31,13 @@ void add_choose_options(CLI::App& cmd, ChooseArgs& args) {
 }
 
 void apply_choose_options(const ChooseArgs& args, pthload::LoadOptions& options) {
-  options.only = args.only;
-  options.exclude = args.exclude;
-  options.select = args.select;
+  pthload::TensorFilter& filter = options.filter;
+  filter.only = args.only;
+  filter.exclude = args.exclude;
+  filter.select = args.select;
   for (const auto& pair : args.rename_prefix) {
     const auto equals = pair.find('=');  // checked when parsed
-    options.rename_prefix.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
+    filter.rename_prefix.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
   }
 }
 

@@ -1,5 +1,5 @@
 // The options `ls` and `load` share for choosing tensors: --only, --exclude, --select,
-// --rename-prefix (LoadOptions' select, rename_prefix, only, exclude).
+// --rename-prefix (LoadOptions::filter, a pthload::TensorFilter).
 #pragma once
 
 #include <string>
@@ -21,7 +21,7 @@ struct ChooseArgs {
 /// --rename-prefix without '=' is a usage error when parsed).
 void add_choose_options(CLI::App& cmd, ChooseArgs& args);
 
-/// Sets `options`' select, rename_prefix, only and exclude from `args`.
+/// Sets `options.filter`'s select, rename_prefix, only and exclude from `args`.
 void apply_choose_options(const ChooseArgs& args, pthload::LoadOptions& options);
 
 }  // namespace pthinspect

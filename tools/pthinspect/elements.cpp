@@ -55,7 +55,8 @@ std::string unreadable_reason(const pthload::Tensor& tensor) {
   return {};
 }
 
-ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name)
+ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name,
+                             std::uint64_t max_overlapping_view_bytes)
     : tensor_(tensor),
       element_size_(pthload::element_size(tensor.dtype())),
       contiguous_(tensor.is_contiguous() || tensor.numel() <= 1),
@@ -64,12 +65,12 @@ ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view nam
   total_ = packed > 1 ? pthload::packed_nbytes(tensor.dtype(), tensor.numel()) : tensor.nbytes();
   if (packed > 1) contiguous_ = true;
   // Showing more bytes than the storage holds means the view overlaps itself.
-  if (total_ > tensor.storage().nbytes() && total_ > pthload::kMaxOverlappingViewBytes) {
+  if (total_ > tensor.storage().nbytes() && total_ > max_overlapping_view_bytes) {
     throw pthload::FormatError(
         pthload::Errc::kTorchLimitExceeded,
         fmt::format("tensor '{}' is a view that overlaps itself and shows {} bytes of a {}-byte "
                     "storage; more than {} bytes of such a view are not read",
-                    name, total_, tensor.storage().nbytes(), pthload::kMaxOverlappingViewBytes));
+                    name, total_, tensor.storage().nbytes(), max_overlapping_view_bytes));
   }
   if (!contiguous_) index_.assign(tensor.dim(), 0);
   if (file_view_ && !contiguous_ && total_ > 0) {

@@ -36,14 +36,14 @@ int run_verify(const VerifyArgs& args) {
   // The records first: a zip checkpoint's bytes are all in its records, each read once.
   const bool is_zip = [&] {
     try {
-      const auto records = pthload::list_records(args.path);
+      const auto reader = pthload::RecordReader::open(args.path);
+      const auto records = reader.list();
       record_count = records.size();
       std::uint64_t total = 0;
       for (const auto& r : records)
         total += r.compressed_size;
       Progress progress("verify", total);
-      for (const auto& problem :
-           pthload::verify_records(args.path, [&](std::uint64_t n) { progress.advance(n); }))
+      for (const auto& problem : reader.verify_all([&](std::uint64_t n) { progress.advance(n); }))
         problems.push_back(problem.message);
       return true;
     } catch (const pthload::Error& e) {
