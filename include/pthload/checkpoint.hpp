@@ -73,7 +73,7 @@ class PTHLOAD_API Checkpoint {
   /// The tensor named `name` (the first in tensors() of that name), or nullptr when none is; one
   /// of tensors()'s, valid while the Checkpoint lives. The first lookup sorts the names once
   /// (O(n log n)), every lookup is then O(log n); safe from many threads at once. Throws
-  /// std::bad_alloc (the first lookup only).
+  /// std::bad_alloc (only until the index is built).
   [[nodiscard]] const Tensor* find(std::string_view name) const;
   /// find(name), for a name that must be there: throws FormatError(kTorchNameNotFound), naming
   /// the file and `name`, when it is not (and std::bad_alloc as find()).

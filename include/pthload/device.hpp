@@ -56,8 +56,9 @@ struct PTHLOAD_API Device {
 /// What map_location learns about one storage before it is placed. The views are borrowed:
 /// valid during the map_location call only (copy what must outlive it).
 struct StorageInfo {
-  /// The storage's key in the file ("0", "94823749823488"); a safetensors or DCP tensor's name;
-  /// empty for a wrapper-subclass tensor, which has no storage (see MapLocation).
+  /// The storage's key in the file ("0", "94823749823488"); a safetensors tensor's name, and a
+  /// DCP tensor's name where it was assembled from chunks (one saved whole keeps its item's
+  /// key); empty for a wrapper-subclass tensor, which has no storage (see MapLocation).
   std::string_view key;
   /// The tag torch saved ("cpu", "cuda:1"); "cpu" for safetensors and DCP files.
   std::string_view location;

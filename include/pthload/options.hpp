@@ -130,9 +130,8 @@ struct LoadOptions {
   /// tensors over one) counts as the one dtype its tensors show. Left as they are: storages of
   /// other dtypes, numpy arrays, meta storages, and storages tensors view with different dtypes
   /// or that back a sparse, nested or quantized tensor's parts. Empty: no conversion. Another
-  /// target throws UnsupportedError(kDeviceBadOptions) before any byte is placed. Like map_location
-  /// and the other placing options, open() ignores it (Checkpoint::to() after open() converts
-  /// nothing).
+  /// target throws UnsupportedError(kDeviceBadOptions) before any byte is placed. open() places
+  /// nothing, so converts nothing; Checkpoint::to() after open() converts as load() would have.
   std::optional<Dtype> floating_dtype{};
   /// How storages bound for CUDA devices are placed.
   CudaOptions cuda{};

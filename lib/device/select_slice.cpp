@@ -170,6 +170,7 @@ Tensor load_slice(const Checkpoint& checkpoint, std::string_view name, int dim, 
     internal::StorageState slice;
     slice.key = source_state.key;
     slice.location = source_state.location;
+    slice.max_overlapping_view_bytes = source_state.max_overlapping_view_bytes;
     slice.dtype = tensor.dtype();
     slice.nbytes = gather.bytes();
     slice.numel = gather.bytes() / element_size(tensor.dtype());

@@ -308,7 +308,6 @@ std::optional<fs::path> dcp_directory_of_metadata(const fs::path& path) {
 
 Checkpoint open_dcp(const fs::path& directory, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
-  state->open_options.limits = options.limits;  // for Access::add_storage
   state->path = directory.string();
   state->format = Format::kDcp;
   const fs::path metadata_path = directory / kMetadataName;

@@ -177,7 +177,8 @@ Checkpoint open_mapped(std::shared_ptr<const common::MappedFile> file, std::stri
                        const LoadOptions& options,
                        std::optional<zip::CentralDirectory> central_directory) {
   auto state = std::make_unique<internal::CheckpointState>();
-  state->open_options.limits = options.limits;  // for Access::add_storage
+  // Before any storage joins: Access::add_storage gives each the limit on overlapping views.
+  state->open_options.limits = options.limits;
   state->path = std::move(path);
   state->file = std::move(file);
   common::with_context(

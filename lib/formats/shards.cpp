@@ -74,7 +74,6 @@ std::optional<fs::path> shard_index_of(const fs::path& path) {
 
 Checkpoint open_sharded(const fs::path& index_path, const LoadOptions& options) {
   auto state = std::make_unique<internal::CheckpointState>();
-  state->open_options.limits = options.limits;  // for Access::add_storage
   state->path = index_path.string();
   common::with_context({.path = state->path}, [&] {
     state->file = open_file(index_path, options).file;

@@ -128,3 +128,25 @@ TEST_CASE("tensor names: Checkpoint::find looks a name up, nullptr for none; ten
           pthload::Errc::kTorchNameNotFound);
   }
 }
+
+TEST_CASE("tensor names: two paths that name the same text: find gives the first in tensors()") {
+  // {"a.b": t0, "a": {"b": t1}, "z": t2}: both of the first two are named "a.b".
+  PickleWriter p;
+  p.empty_dict().mark();
+  p.str("a.b").tensor_v2("FloatStorage", "0", 8, 0, {8}, {1});
+  p.str("a").empty_dict().str("b").tensor_v2("FloatStorage", "1", 8, 0, {8}, {1}).setitem();
+  p.str("z").tensor_v2("FloatStorage", "2", 8, 0, {8}, {1});
+  p.setitems().stop();
+  std::vector<pthload::test::zip_build::Record> records;
+  for (int i = 0; i < 3; ++i)
+    records.push_back({.name = "ck/data/" + std::to_string(i), .data = float_record(8)});
+  const auto file = checkpoint_file(p.bytes(), records);
+  const auto checkpoint = pthload::open(file.path());
+  const auto tensors = checkpoint.tensors();
+  REQUIRE(tensors.size() == 3);
+  REQUIRE(tensors[0].name == "a.b");
+  REQUIRE(tensors[1].name == "a.b");
+  CHECK(checkpoint.find("a.b") == &tensors[0].tensor);
+  CHECK(checkpoint.find("a.b")->storage().key() == "0");
+  CHECK(checkpoint.find("z") == &tensors[2].tensor);
+}

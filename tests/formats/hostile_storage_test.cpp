@@ -5,6 +5,7 @@
 // name records the archive does not have.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -159,6 +160,8 @@ TEST_CASE(
     // The Checkpoint is gone; its limit stays with the tensor's storage.
     CHECK(error_code_of([&] { (void)b.content_checksum(); }) == Errc::kTorchLimitExceeded);
     CHECK(error_code_of([&] { (void)b.contiguous_bytes(); }) == Errc::kTorchLimitExceeded);
+    std::vector<std::byte> out(64 * 64 * 4);
+    CHECK(error_code_of([&] { (void)b.copy_to(out); }) == Errc::kTorchLimitExceeded);
     // A view that does not overlap itself is never limited.
     pthload::LoadOptions tiny;
     tiny.limits.max_overlapping_view_bytes = 1;

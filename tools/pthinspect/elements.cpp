@@ -55,8 +55,7 @@ std::string unreadable_reason(const pthload::Tensor& tensor) {
   return {};
 }
 
-ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name,
-                             std::uint64_t max_overlapping_view_bytes)
+ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view name)
     : tensor_(tensor),
       element_size_(pthload::element_size(tensor.dtype())),
       contiguous_(tensor.is_contiguous() || tensor.numel() <= 1),
@@ -65,6 +64,7 @@ ElementReader::ElementReader(const pthload::Tensor& tensor, std::string_view nam
   total_ = packed > 1 ? pthload::packed_nbytes(tensor.dtype(), tensor.numel()) : tensor.nbytes();
   if (packed > 1) contiguous_ = true;
   // Showing more bytes than the storage holds means the view overlaps itself.
+  constexpr std::uint64_t max_overlapping_view_bytes = pthload::Limits{}.max_overlapping_view_bytes;
   if (total_ > tensor.storage().nbytes() && total_ > max_overlapping_view_bytes) {
     throw pthload::FormatError(
         pthload::Errc::kTorchLimitExceeded,

@@ -27,12 +27,11 @@ class ElementReader {
  public:
   /// `tensor` must have a storage placed on the CPU (pthload::load with map_to("cpu")); the
   /// tensor is copied and keeps its storage alive. `name` names it in errors. A view that
-  /// overlaps itself (stride 0, expand) and shows more than `max_overlapping_view_bytes` is
-  /// refused, as Tensor::content_checksum() refuses it: a tiny file must not make a command
-  /// run for hours. Throws FormatError(kTorchLimitExceeded).
-  explicit ElementReader(
-      const pthload::Tensor& tensor, std::string_view name = {},
-      std::uint64_t max_overlapping_view_bytes = pthload::Limits{}.max_overlapping_view_bytes);
+  /// overlaps itself (stride 0, expand) and shows more than pthload's default
+  /// Limits::max_overlapping_view_bytes (pthinspect sets no other) is refused, as
+  /// Tensor::content_checksum() refuses it: a tiny file must not make a command run for hours.
+  /// Throws FormatError(kTorchLimitExceeded).
+  explicit ElementReader(const pthload::Tensor& tensor, std::string_view name = {});
   ElementReader(const ElementReader&) = delete;
   ElementReader& operator=(const ElementReader&) = delete;
   ~ElementReader();
