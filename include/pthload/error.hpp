@@ -14,7 +14,7 @@ namespace pthload {
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
 /// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors, 8xx sets
 /// of files (shards), 9xx the C API and DLPack, 10xx choosing what to load, 11xx
-/// torch.distributed.checkpoint directories. Never renumbered once released; the C API
+/// torch.distributed.checkpoint directories, 12xx writing checkpoints (save.hpp). Never renumbered once released; the C API
 /// returns them unchanged (0 = ok). Error::code() gives one; errc_name() its name. The code says
 /// what went wrong, the exception's class what kind of failure it is (FormatError for malformed
 /// input, UnsupportedError for valid input pthload does not handle, ...). A few codes come with
@@ -160,6 +160,13 @@ enum class Errc : int {
   kDcpTransformUnsupported = 1102,  ///< items written through stream transforms (compression)
   kDcpItemOutOfBounds = 1103,       ///< an item runs past the end of its .distcp file
   kDcpItemMismatch = 1104,          ///< an item does not hold the tensor the metadata describes
+
+  // 12xx: writing checkpoints (save.hpp).
+  kSaveWriteFailed = 1200,        ///< writing, syncing or renaming the file failed, or a sink threw
+  kSaveBadTensor = 1201,          ///< a tensor outside its storage, or a storage shared two ways
+  kSaveNameCollision = 1202,      ///< two tensors of one name, or a name nesting cannot hold
+  kSaveUnsupportedTensor = 1203,  ///< a tensor save() cannot write, or not on the CPU
+  kSaveBadOptions = 1204,         ///< SaveOptions outside their ranges (alignment, location, name)
 };
 
 /// Where an error happened. Each layer fills in what it knows: the zip layer the byte

@@ -37,6 +37,7 @@
 #include "pthload/limits.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/save.hpp"
 #include "pthload/scan.hpp"
 #include "pthload/slice.hpp"
 #include "pthload/tensor.hpp"

@@ -152,6 +152,11 @@ std::string_view errc_name(Errc code) noexcept {
     PTHLOAD_ERRC_NAME(DcpTransformUnsupported)
     PTHLOAD_ERRC_NAME(DcpItemOutOfBounds)
     PTHLOAD_ERRC_NAME(DcpItemMismatch)
+    PTHLOAD_ERRC_NAME(SaveWriteFailed)
+    PTHLOAD_ERRC_NAME(SaveBadTensor)
+    PTHLOAD_ERRC_NAME(SaveNameCollision)
+    PTHLOAD_ERRC_NAME(SaveUnsupportedTensor)
+    PTHLOAD_ERRC_NAME(SaveBadOptions)
 #undef PTHLOAD_ERRC_NAME
   }
   return "Unknown";

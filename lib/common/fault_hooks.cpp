@@ -1,4 +1,4 @@
-// The fault injection hooks: one relaxed atomic load per read or allocation when unused.
+// The fault injection hooks: one relaxed atomic load per read, write or allocation when unused.
 #include "common/fault_hooks.hpp"
 
 #include <unistd.h>
@@ -9,12 +9,17 @@ namespace pthload::common::fault_hooks {
 namespace {
 
 std::atomic<ReadFunction> installed_read{nullptr};
+std::atomic<WriteFunction> installed_write{nullptr};
 std::atomic<AllocationFailure> installed_failure{nullptr};
 
 }  // namespace
 
 void set_read(ReadFunction read) noexcept {
   installed_read.store(read, std::memory_order_relaxed);
+}
+
+void set_write(WriteFunction write) noexcept {
+  installed_write.store(write, std::memory_order_relaxed);
 }
 
 void set_allocation_failure(AllocationFailure fail) noexcept {
@@ -26,6 +31,13 @@ ssize_t read(int fd, void* buffer, std::size_t bytes, off_t offset) noexcept {
     return hook(fd, buffer, bytes, offset);
   }
   return ::pread(fd, buffer, bytes, offset);
+}
+
+ssize_t write(int fd, const void* buffer, std::size_t bytes) noexcept {
+  if (const auto hook = installed_write.load(std::memory_order_relaxed)) {
+    return hook(fd, buffer, bytes);
+  }
+  return ::write(fd, buffer, bytes);
 }
 
 bool allocation_fails(std::size_t bytes) noexcept {

@@ -1,0 +1,215 @@
+// data.pkl as torch.save pickles a dict of tensors (torch/_tensor.py __reduce_ex__,
+// torch/serialization.py _save's persistent_id): each tensor
+// `_rebuild_tensor_v2(('storage', torch.FloatStorage, key, location, numel), offset, size,
+// stride, requires_grad, OrderedDict())`, or `_rebuild_tensor_v3(..., dtype)` over a
+// `torch.storage.UntypedStorage` for the dtypes without a storage class. Memoized as CPython
+// does, so a flat state dict of CPU tensors comes out byte for byte as torch.save's.
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pickle/text.hpp"
+#include "pthload/error.hpp"
+#include "writer/pickler.hpp"
+#include "writer/plan.hpp"
+
+namespace pthload::writer {
+
+std::string_view legacy_storage_class(Dtype dtype) noexcept {
+  switch (dtype) {
+    case Dtype::kFloat64:
+      return "DoubleStorage";
+    case Dtype::kFloat32:
+      return "FloatStorage";
+    case Dtype::kFloat16:
+      return "HalfStorage";
+    case Dtype::kBFloat16:
+      return "BFloat16Storage";
+    case Dtype::kComplex64:
+      return "ComplexFloatStorage";
+    case Dtype::kComplex128:
+      return "ComplexDoubleStorage";
+    case Dtype::kBool:
+      return "BoolStorage";
+    case Dtype::kInt8:
+      return "CharStorage";
+    case Dtype::kInt16:
+      return "ShortStorage";
+    case Dtype::kInt32:
+      return "IntStorage";
+    case Dtype::kInt64:
+      return "LongStorage";
+    case Dtype::kUInt8:
+      return "ByteStorage";
+    default:
+      return {};
+  }
+}
+
+namespace {
+
+// The dict the names make: flat, or nested by dots. Children keep the order names first
+// reach them.
+struct Node {
+  std::size_t tensor = SIZE_MAX;  // a leaf: the tensor's index in the plan
+  std::vector<std::pair<std::string, std::unique_ptr<Node>>> children;
+  std::map<std::string, std::size_t, std::less<>> index;  // child name → position
+};
+
+[[noreturn]] void collision(const std::string& what) {
+  throw FormatError(Errc::kSaveNameCollision, what);
+}
+
+Node build_tree(const Plan& plan, bool nest) {
+  Node root;
+  for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+    const std::string_view name = plan.tensors[t].name;
+    if (pickle::text::check_utf8(name) != pickle::text::Utf8::kValid) {
+      throw FormatError(Errc::kSaveBadTensor,
+                        fmt::format("tensor name '{}' is not valid UTF-8; torch.load decodes "
+                                    "names as UTF-8",
+                                    name));
+    }
+    Node* node = &root;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t dot = nest ? name.find('.', start) : std::string_view::npos;
+      const std::string_view part = name.substr(start, dot - start);
+      auto found = node->index.find(part);
+      if (found == node->index.end()) {
+        if (node->tensor != SIZE_MAX) {
+          collision(fmt::format("tensor '{}' is nested under '{}', which is a tensor", name,
+                                plan.tensors[node->tensor].name));
+        }
+        found = node->index.emplace(std::string(part), node->children.size()).first;
+        node->children.emplace_back(std::string(part), std::make_unique<Node>());
+      }
+      Node* child = node->children[found->second].second.get();
+      if (dot == std::string_view::npos) {
+        if (child->tensor != SIZE_MAX) {
+          collision(fmt::format("two tensors are named '{}'; a dict holds one per name", name));
+        }
+        if (!child->children.empty()) {
+          collision(fmt::format("tensor '{}' is also the dict of tensors under '{}.'", name, name));
+        }
+        child->tensor = t;
+        break;
+      }
+      node = child;
+      start = dot + 1;
+    }
+  }
+  return root;
+}
+
+class DataPickle {
+ public:
+  explicit DataPickle(const Plan& plan) : plan_(plan), memo_(plan.tensors.size(), 0) {}
+
+  std::string take() {
+    pickler_.stop();
+    return pickler_.take();
+  }
+
+  void dict(const Node& node) {
+    pickler_.empty_dict();
+    // CPython's _batch_setitems: runs of up to 1000 pairs, SETITEM for a run of one.
+    constexpr std::size_t kBatch = 1000;
+    const auto& children = node.children;
+    for (std::size_t first = 0; first < children.size(); first += kBatch) {
+      const std::size_t count = std::min(kBatch, children.size() - first);
+      if (count > 1) pickler_.mark();
+      for (std::size_t i = first; i < first + count; ++i) {
+        pickler_.text(children[i].first);
+        value(*children[i].second);
+      }
+      if (count > 1) {
+        pickler_.setitems();
+      } else {
+        pickler_.setitem();
+      }
+    }
+  }
+
+  void value(const Node& node) {
+    if (node.tensor != SIZE_MAX) {
+      tensor(node.tensor);
+    } else {
+      dict(node);
+    }
+  }
+
+  void tensor(std::size_t index) {
+    const PlannedTensor& tensor = plan_.tensors[index];
+    if (tensor.same_as != SIZE_MAX) {
+      pickler_.get(memo_[tensor.same_as]);
+      memo_[index] = memo_[tensor.same_as];
+      return;
+    }
+    const PlannedStorage& storage = plan_.storages[tensor.storage];
+    const std::string_view storage_class = legacy_storage_class(tensor.dtype);
+    pickler_.global("torch._utils",
+                    storage_class.empty() ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    pickler_.mark();
+    // The persistent id ('storage', type, key, location, numel).
+    pickler_.mark();
+    pickler_.shared_text("storage", "storage");
+    if (storage_class.empty()) {
+      pickler_.global("torch.storage", "UntypedStorage");
+    } else {
+      pickler_.global("torch", storage_class);
+    }
+    pickler_.shared_text(fmt::format("key\n{}", storage.key), storage.key);
+    pickler_.shared_text(fmt::format("location\n{}", storage.location), storage.location);
+    const std::uint64_t numel =
+        storage_class.empty() ? storage.nbytes : storage.nbytes / element_size(tensor.dtype);
+    pickler_.integer(static_cast<std::int64_t>(numel));
+    pickler_.tuple(5);
+    pickler_.persistent_id();
+    pickler_.integer(tensor.storage_offset);
+    ints(tensor.sizes);
+    ints(tensor.strides);
+    pickler_.boolean(tensor.requires_grad);
+    pickler_.global("collections", "OrderedDict");  // backward hooks: none
+    pickler_.tuple(0);
+    pickler_.reduce();
+    if (storage_class.empty()) pickler_.global("torch", dtype_name(tensor.dtype));
+    pickler_.tuple(storage_class.empty() ? 7 : 6);
+    pickler_.reduce();
+    memo_[index] = pickler_.last_memo();
+  }
+
+ private:
+  void ints(const std::vector<std::int64_t>& values) {
+    if (values.size() > 3) pickler_.mark();
+    for (const auto value : values)
+      pickler_.integer(value);
+    pickler_.tuple(values.size());
+  }
+
+  const Plan& plan_;
+  Pickler pickler_;
+  std::vector<std::uint32_t> memo_;  // tensor → the memo entry of its REDUCE
+};
+
+}  // namespace
+
+std::string data_pickle(const Plan& plan, const SaveOptions& options) {
+  const Node root = build_tree(plan, options.nest_dotted_names);
+  DataPickle pickle(plan);
+  // torch.save(tensor) pickles the tensor itself: a checkpoint of one unnamed tensor (its root)
+  // is written back that way.
+  if (plan.tensors.size() == 1 && plan.tensors.front().name.empty() && !options.nest_dotted_names) {
+    pickle.tensor(0);
+  } else {
+    pickle.dict(root);
+  }
+  return pickle.take();
+}
+
+}  // namespace pthload::writer

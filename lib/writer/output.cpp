@@ -1,0 +1,170 @@
+// The two outputs. A file is replaced, never rewritten in place: a crash or a full disk midway
+// leaves the old file whole, because the new one becomes visible only by rename(2), after
+// fsync(2) made its bytes durable (the pattern of SQLite's and git's lockfiles).
+#include "writer/output.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/fault_hooks.hpp"
+#include "pthload/error.hpp"
+
+namespace pthload::writer {
+namespace {
+
+// Writes under this size are gathered; larger ones go straight through, so a storage streamed
+// from a mapped file is not copied twice.
+constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+
+std::string errno_text(int error) {
+  return fmt::format("{} ({})", std::strerror(error), error == ENOSPC ? "ENOSPC" : "errno");
+}
+
+class FileOutput final : public Output {
+ public:
+  explicit FileOutput(std::filesystem::path path) : Output(path.string()), path_(std::move(path)) {
+    // mkstemp's unique name in the destination's folder: rename() is atomic only within one
+    // file system, and two saves to one path must not share a temporary file.
+    auto name = path_;
+    name += ".tmp-XXXXXX";
+    temporary_ = name.string();
+    fd_ = ::mkstemp(temporary_.data());
+    if (fd_ < 0) {
+      const int error = errno;
+      temporary_.clear();
+      throw IoError(Errc::kSaveWriteFailed,
+                    fmt::format("cannot create a temporary file beside it: {}", errno_text(error)),
+                    ErrorContext{.path = path_.string()});
+    }
+    // mkstemp makes the file 0600; a checkpoint gets the mode any new file would (0666 less
+    // the umask), as torch.save's open() gives it.
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    (void)::fchmod(fd_, 0666 & ~mask);
+  }
+
+  ~FileOutput() override {
+    if (fd_ >= 0) ::close(fd_);
+    if (!temporary_.empty()) ::unlink(temporary_.c_str());
+  }
+
+ private:
+  void deliver(std::span<const std::byte> bytes) override {
+    while (!bytes.empty()) {
+      const ssize_t wrote = common::fault_hooks::write(fd_, bytes.data(), bytes.size());
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        // write(2) returns 0 only for a zero count; a device that accepts nothing is full.
+        fail(fmt::format("write failed: {}", errno_text(wrote < 0 ? errno : ENOSPC)), written_);
+      }
+      bytes = bytes.subspan(static_cast<std::size_t>(wrote));
+      written_ += static_cast<std::uint64_t>(wrote);
+    }
+  }
+
+  void commit() override {
+    if (::fsync(fd_) != 0) fail(fmt::format("fsync failed: {}", errno_text(errno)), written_);
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) fail(fmt::format("close failed: {}", errno_text(errno)), written_);
+    if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+      fail(fmt::format("cannot rename {} over it: {}", temporary_, errno_text(errno)), written_);
+    }
+    temporary_.clear();
+    // The rename is durable once the folder is: without this a crash may bring back the old file.
+    auto folder = path_.parent_path();
+    if (folder.empty()) folder = ".";
+    const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      (void)::fsync(dir);
+      ::close(dir);
+    }
+  }
+
+  std::filesystem::path path_;
+  std::string temporary_;  // empty once renamed (or never made)
+  int fd_ = -1;
+  std::uint64_t written_ = 0;
+};
+
+class SinkOutput final : public Output {
+ public:
+  explicit SinkOutput(const SaveSink& sink) : Output("<sink>"), sink_(sink) {}
+
+ private:
+  void deliver(std::span<const std::byte> bytes) override {
+    try {
+      sink_(bytes);
+    } catch (const std::exception& e) {
+      fail(fmt::format("the sink failed: {}", e.what()), delivered_);
+    } catch (...) {
+      fail("the sink failed (an exception that is no std::exception)", delivered_);
+    }
+    delivered_ += bytes.size();
+  }
+  void commit() override {}
+
+  const SaveSink& sink_;
+  std::uint64_t delivered_ = 0;
+};
+
+}  // namespace
+
+Output::Output(std::string where) : where_(std::move(where)) {}
+
+void Output::write(std::span<const std::byte> bytes) {
+  offset_ += bytes.size();
+  if (bytes.size() >= kBufferBytes) {
+    flush();
+    deliver(bytes);
+    return;
+  }
+  if (buffer_.empty()) buffer_.resize(kBufferBytes);
+  if (bytes.size() > buffer_.size() - buffered_) flush();
+  std::copy(bytes.begin(), bytes.end(), buffer_.begin() + static_cast<std::ptrdiff_t>(buffered_));
+  buffered_ += bytes.size();
+}
+
+void Output::fill(std::byte byte, std::uint64_t count) {
+  std::array<std::byte, 4096> block;
+  block.fill(byte);
+  while (count > 0) {
+    const auto part = static_cast<std::size_t>(std::min<std::uint64_t>(count, block.size()));
+    write(std::span(block).first(part));
+    count -= part;
+  }
+}
+
+void Output::flush() {
+  if (buffered_ == 0) return;
+  deliver(std::span(buffer_).first(buffered_));
+  buffered_ = 0;
+}
+
+void Output::finish() {
+  flush();
+  commit();
+}
+
+void Output::fail(const std::string& what, std::uint64_t offset) const {
+  throw IoError(Errc::kSaveWriteFailed, what, ErrorContext{.path = where_, .offset = offset});
+}
+
+std::unique_ptr<Output> file_output(const std::filesystem::path& path) {
+  return std::make_unique<FileOutput>(path);
+}
+
+std::unique_ptr<Output> sink_output(const SaveSink& sink) {
+  return std::make_unique<SinkOutput>(sink);
+}
+
+}  // namespace pthload::writer

@@ -1,0 +1,58 @@
+// Where a checkpoint's bytes go: a file replaced atomically, or the caller's sink. Both are
+// written through one buffer so small records (headers, descriptors) do not cost a call each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pthload/save.hpp"
+
+namespace pthload::writer {
+
+/// Bytes out, in order, with the count written so far. write() throws
+/// IoError(kSaveWriteFailed) naming the byte offset.
+class Output {
+ public:
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  virtual ~Output() = default;
+
+  /// Appends `bytes` (copied into the buffer when small, handed on whole when large).
+  void write(std::span<const std::byte> bytes);
+  /// Appends `count` copies of `byte`.
+  void fill(std::byte byte, std::uint64_t count);
+  /// Everything buffered handed on; then the destination made durable and visible
+  /// (FileOutput: fsync, rename, fsync of the folder). Nothing may be written after.
+  void finish();
+  /// The bytes written so far.
+  [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
+
+ protected:
+  explicit Output(std::string where);
+  /// Hands `bytes` on, all of them, or throws.
+  virtual void deliver(std::span<const std::byte> bytes) = 0;
+  virtual void commit() = 0;
+  /// The error for a failure `what` at byte `offset` of the output.
+  [[noreturn]] void fail(const std::string& what, std::uint64_t offset) const;
+
+ private:
+  void flush();
+
+  std::string where_;  // the path, or "<sink>", for errors
+  std::vector<std::byte> buffer_;
+  std::size_t buffered_ = 0;
+  std::uint64_t offset_ = 0;  // bytes written, buffered ones included
+};
+
+/// A file written beside `path` under a temporary name and renamed over `path` by finish(); the
+/// temporary file is removed when the output is destroyed unfinished.
+[[nodiscard]] std::unique_ptr<Output> file_output(const std::filesystem::path& path);
+/// The caller's sink; an exception it throws becomes IoError(kSaveWriteFailed).
+[[nodiscard]] std::unique_ptr<Output> sink_output(const SaveSink& sink);
+
+}  // namespace pthload::writer

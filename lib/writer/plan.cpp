@@ -1,0 +1,317 @@
+// Checking what is asked of save() and deciding what to write: storages shared as torch shares
+// them (once, by identity), tensors checked against their storages as torch.load will check
+// them (torch refuses a view past its storage at load; the writer refuses it first).
+#include "writer/plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/checked.hpp"
+#include "pthload/error.hpp"
+
+namespace pthload::writer {
+namespace {
+
+// Where a storage's bytes are, to share one storage among the tensors that use it: a
+// checkpoint's Storage by its address, caller memory by first byte and size.
+using StorageIdentity = std::tuple<const void*, std::uint64_t, bool>;
+
+// What every tensor, whatever its source, is described by.
+struct Input {
+  std::string_view name;
+  Dtype dtype = Dtype::kFloat32;
+  std::span<const std::int64_t> sizes;
+  std::span<const std::int64_t> strides;  // empty: contiguous
+  std::int64_t storage_offset = 0;
+  bool requires_grad = false;
+  const Storage* storage = nullptr;
+  std::span<const std::byte> memory;
+  std::uint64_t storage_nbytes = 0;
+  std::string_view source_location;  // the file's tag, for keep_locations
+  const Tensor* tensor = nullptr;
+};
+
+std::vector<std::int64_t> contiguous_strides(std::span<const std::int64_t> sizes) {
+  std::vector<std::int64_t> strides(sizes.size());
+  std::int64_t step = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<std::int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+[[noreturn]] void bad_tensor(std::string_view name, const std::string& why) {
+  throw FormatError(Errc::kSaveBadTensor, fmt::format("tensor '{}': {}", name, why));
+}
+
+// Elements the tensor spans from its first: (size - 1) × stride summed, plus one; 0 for an
+// empty tensor. Checked: a caller's sizes may be anything.
+std::uint64_t element_extent(std::string_view name, std::span<const std::int64_t> sizes,
+                             std::span<const std::int64_t> strides) {
+  std::uint64_t last = 0;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0) bad_tensor(name, fmt::format("size {} of dimension {}", sizes[d], d));
+    if (strides[d] < 0) bad_tensor(name, fmt::format("stride {} of dimension {}", strides[d], d));
+    if (sizes[d] == 0) return 0;
+  }
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    const auto step = common::checked_mul(static_cast<std::uint64_t>(sizes[d] - 1),
+                                          static_cast<std::uint64_t>(strides[d]));
+    const auto sum = step ? common::checked_add(last, *step) : std::nullopt;
+    if (!sum) bad_tensor(name, "its sizes and strides overflow 64 bits");
+    last = *sum;
+  }
+  return last + 1;
+}
+
+std::string unsupported_reason(const Tensor& tensor) {
+  if (tensor.layout() != Layout::kStrided) {
+    return fmt::format("{} tensor", layout_name(tensor.layout()));
+  }
+  if (tensor.quantization() != nullptr || is_quantized(tensor.dtype())) {
+    return "quantized tensor";
+  }
+  if (const auto* subclass = tensor.wrapper_subclass()) {
+    return fmt::format("tensor subclass {}", subclass->subclass);
+  }
+  if (!tensor.has_storage() || tensor.storage().device().type == Device::Type::kMeta) {
+    return "meta tensor (no bytes)";
+  }
+  return {};
+}
+
+class Planner {
+ public:
+  explicit Planner(const SaveOptions& options) : options_(options) {
+    if (!is_location_tag(options.location)) {
+      throw UnsupportedError(
+          Errc::kSaveBadOptions,
+          fmt::format("SaveOptions::location '{}' is no location tag torch writes ('cpu', "
+                      "'cuda:0', ...)",
+                      options.location));
+    }
+  }
+
+  void add(const Input& input) {
+    std::vector<std::int64_t> strides =
+        input.strides.empty() ? contiguous_strides(input.sizes)
+                              : std::vector(input.strides.begin(), input.strides.end());
+    if (strides.size() != input.sizes.size()) {
+      bad_tensor(input.name,
+                 fmt::format("{} sizes and {} strides", input.sizes.size(), strides.size()));
+    }
+    if (input.storage_offset < 0) {
+      bad_tensor(input.name, fmt::format("storage offset {}", input.storage_offset));
+    }
+    const std::size_t element = element_size(input.dtype);
+    const std::uint64_t extent = element_extent(input.name, input.sizes, strides);
+    if (extent > 0) {
+      const auto end =
+          common::checked_add(static_cast<std::uint64_t>(input.storage_offset), extent);
+      const auto end_bytes = end ? common::checked_mul(*end, element) : std::nullopt;
+      if (!end_bytes || *end_bytes > input.storage_nbytes) {
+        bad_tensor(input.name,
+                   fmt::format("it spans elements [{}, {}) of {} bytes ({}), past its storage of "
+                               "{} bytes",
+                               input.storage_offset, end ? fmt::to_string(*end) : "2^64+",
+                               dtype_name(input.dtype), element, input.storage_nbytes));
+      }
+    }
+    std::uint64_t numel = 1;
+    for (const auto size : input.sizes)
+      numel *= static_cast<std::uint64_t>(size);  // no overflow: the extent above was checked
+    if (extent == 0) numel = 0;
+
+    PlannedTensor planned{.name = input.name,
+                          .dtype = input.dtype,
+                          .sizes = std::vector(input.sizes.begin(), input.sizes.end()),
+                          .strides = std::move(strides),
+                          .storage_offset = input.storage_offset,
+                          .requires_grad = input.requires_grad};
+    const StorageIdentity identity =
+        input.storage != nullptr ? StorageIdentity{input.storage, 0, true}
+                                 : StorageIdentity{input.memory.data(), input.memory.size(), false};
+
+    // One tensor under two names: written once, referred back to (torch does so for one
+    // object). Found by what it is, so tied weights read from any format stay tied.
+    const auto same =
+        tensors_.find(std::tuple(identity, planned.dtype, planned.sizes, planned.strides,
+                                 planned.storage_offset, planned.requires_grad));
+    if (same != tensors_.end() && input.storage_nbytes > 0) {
+      planned.storage = plan_.tensors[same->second].storage;
+      planned.same_as = same->second;
+      if (options_.compact_views) {
+        planned.strides = plan_.tensors[same->second].strides;
+        planned.storage_offset = 0;
+      }
+      plan_.tensors.push_back(std::move(planned));
+      return;
+    }
+
+    if (options_.compact_views) {
+      PlannedStorage storage = new_storage(input, numel * element);
+      storage.gathered = true;
+      storage.gather = Gather{.sizes = planned.sizes,
+                              .strides = planned.strides,
+                              .offset = planned.storage_offset,
+                              .element_size = element,
+                              .tensor = input.tensor};
+      planned.strides = contiguous_strides(planned.sizes);
+      planned.storage_offset = 0;
+      planned.storage = plan_.storages.size();
+      plan_.storages.push_back(std::move(storage));
+    } else {
+      // An empty caller span is nobody's storage: two of them are not one shared storage.
+      const bool shareable = input.storage != nullptr || !input.memory.empty();
+      const auto found = shareable ? storages_.find(identity) : storages_.end();
+      if (found == storages_.end()) {
+        if (!legacy_storage_class(input.dtype).empty() && input.storage_nbytes % element != 0) {
+          bad_tensor(input.name,
+                     fmt::format("its storage of {} bytes is no whole number of {} "
+                                 "elements ({} bytes each)",
+                                 input.storage_nbytes, dtype_name(input.dtype), element));
+        }
+        planned.storage = plan_.storages.size();
+        plan_.storages.push_back(new_storage(input, input.storage_nbytes));
+        if (shareable) storages_.emplace(identity, planned.storage);
+      } else {
+        planned.storage = found->second;
+        const PlannedStorage& storage = plan_.storages[found->second];
+        if (storage.dtype != input.dtype) {
+          bad_tensor(input.name,
+                     fmt::format("it views storage {} as {}, which another tensor views as {}; "
+                                 "a storage has one dtype in a torch.save file (torch.save "
+                                 "refuses this too)",
+                                 storage.key, dtype_name(input.dtype), dtype_name(storage.dtype)));
+        }
+        if (storage.nbytes != input.storage_nbytes) {
+          bad_tensor(input.name, fmt::format("its storage of {} bytes is also used as {} bytes",
+                                             input.storage_nbytes, storage.nbytes));
+        }
+      }
+    }
+    tensors_.emplace(std::tuple(identity, planned.dtype, planned.sizes, planned.strides,
+                                planned.storage_offset, planned.requires_grad),
+                     plan_.tensors.size());
+    plan_.tensors.push_back(std::move(planned));
+  }
+
+  void skip(std::string_view name, const std::string& reason) {
+    if (!options_.skip_unsupported) {
+      throw UnsupportedError(
+          Errc::kSaveUnsupportedTensor,
+          fmt::format("tensor '{}': save() does not write a {} (SaveOptions::skip_unsupported "
+                      "leaves such tensors out)",
+                      name, reason));
+    }
+    plan_.skipped.push_back(fmt::format("{} ({})", name, reason));
+  }
+
+  Plan take() { return std::move(plan_); }
+
+ private:
+  PlannedStorage new_storage(const Input& input, std::uint64_t nbytes) {
+    PlannedStorage storage;
+    storage.key = fmt::to_string(plan_.storages.size());
+    storage.dtype = input.dtype;
+    storage.nbytes = nbytes;
+    storage.location = options_.keep_locations && !input.source_location.empty()
+                           ? std::string(input.source_location)
+                           : options_.location;
+    storage.storage = input.storage;
+    storage.memory = input.memory;
+    return storage;
+  }
+
+  const SaveOptions& options_;
+  Plan plan_;
+  std::map<StorageIdentity, std::size_t> storages_;
+  std::map<std::tuple<StorageIdentity, Dtype, std::vector<std::int64_t>, std::vector<std::int64_t>,
+                      std::int64_t, bool>,
+           std::size_t>
+      tensors_;
+};
+
+}  // namespace
+
+bool is_location_tag(std::string_view tag) noexcept {
+  const auto colon = tag.find(':');
+  const std::string_view type = tag.substr(0, colon);
+  if (type.empty() || type.front() < 'a' || type.front() > 'z') return false;
+  for (const char c : type) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  if (colon == std::string_view::npos) return true;
+  const std::string_view index = tag.substr(colon + 1);
+  if (index.empty() || index.size() > 9 || (index.size() > 1 && index.front() == '0')) {
+    return false;
+  }
+  return std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+Plan plan_save(std::span<const NamedTensor> tensors, const SaveOptions& options) {
+  Planner planner(options);
+  for (const NamedTensor& named : tensors) {
+    const Tensor& tensor = named.tensor;
+    const std::string_view name = named.name;
+    if (const std::string reason = unsupported_reason(tensor); !reason.empty()) {
+      planner.skip(name, reason);
+      continue;
+    }
+    const Storage& storage = tensor.storage();
+    if (!storage.is_placed()) {
+      throw UnsupportedError(Errc::kSaveUnsupportedTensor,
+                             fmt::format("tensor '{}': its storage was not loaded (open() reads "
+                                         "no tensor bytes); save a checkpoint load() made",
+                                         name));
+    }
+    if (storage.device().type != Device::Type::kCpu) {
+      throw UnsupportedError(
+          Errc::kSaveUnsupportedTensor,
+          fmt::format("tensor '{}': its storage is on {}; save() reads CPU bytes "
+                      "(Checkpoint::to(Device::cpu()) first)",
+                      name, storage.device().to_string()));
+    }
+    planner.add(Input{.name = name,
+                      .dtype = tensor.dtype(),
+                      .sizes = tensor.sizes(),
+                      .strides = tensor.strides(),
+                      .storage_offset = tensor.storage_offset(),
+                      .requires_grad = tensor.requires_grad(),
+                      .storage = &storage,
+                      .storage_nbytes = storage.nbytes(),
+                      .source_location = storage.location(),
+                      .tensor = &tensor});
+  }
+  return planner.take();
+}
+
+Plan plan_save(std::span<const MemoryTensor> tensors, const SaveOptions& options) {
+  Planner planner(options);
+  for (const MemoryTensor& tensor : tensors) {
+    if (is_quantized(tensor.dtype)) {
+      planner.skip(tensor.name, "quantized tensor");
+      continue;
+    }
+    if (tensor.storage.data() == nullptr && !tensor.storage.empty()) {
+      bad_tensor(tensor.name, "its storage is a null pointer");
+    }
+    planner.add(Input{.name = tensor.name,
+                      .dtype = tensor.dtype,
+                      .sizes = tensor.sizes,
+                      .strides = tensor.strides,
+                      .storage_offset = tensor.storage_offset,
+                      .requires_grad = tensor.requires_grad,
+                      .memory = tensor.storage,
+                      .storage_nbytes = tensor.storage.size()});
+  }
+  return planner.take();
+}
+
+}  // namespace pthload::writer

@@ -1,0 +1,310 @@
+// pthload::save: plan, pickle, then one pass writing the records in torch's order (data.pkl,
+// .format_version, .storage_alignment, byteorder, data/<key>..., version,
+// .data/serialization_id), storages streamed a buffer at a time so memory stays bounded.
+#include "pthload/save.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/content_hash.hpp"
+#include "pthload/error.hpp"
+#include "writer/output.hpp"
+#include "writer/plan.hpp"
+#include "writer/torch_zip.hpp"
+
+namespace pthload {
+namespace {
+
+using writer::Plan;
+using writer::PlannedStorage;
+
+// Bytes read from a storage per step: large enough that a 1 GB state dict is a few hundred
+// reads, small enough to be nothing beside the tensors.
+constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+
+std::string archive_name(const SaveOptions& options, const std::filesystem::path* path) {
+  std::string name = options.archive_name;
+  if (name.empty()) {
+    name = path != nullptr ? path->stem().string() : std::string("archive");
+    const bool printable = std::all_of(name.begin(), name.end(),
+                                       [](char c) { return c > ' ' && c < 0x7f && c != '/'; });
+    if (name.empty() || !printable || name == "." || name == "..") name = "archive";
+    return name;
+  }
+  const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
+    return c > ' ' && c < 0x7f && c != '/' && c != '\\';
+  });
+  if (!printable || name == "." || name == ".." || name.size() > 255) {
+    throw UnsupportedError(Errc::kSaveBadOptions,
+                           fmt::format("SaveOptions::archive_name '{}' is not one path component "
+                                       "of printable ASCII",
+                                       name));
+  }
+  return name;
+}
+
+void check_options(const SaveOptions& options) {
+  const std::uint32_t alignment = options.alignment;
+  if (alignment < 64 || alignment > 65536 || (alignment & (alignment - 1)) != 0) {
+    throw UnsupportedError(
+        Errc::kSaveBadOptions,
+        fmt::format("SaveOptions::alignment {} is not a power of two from 64 to 65536", alignment));
+  }
+}
+
+// The records before and after the storages, with their contents.
+struct SmallRecord {
+  std::string name;
+  std::string bytes;
+};
+
+class Writer {
+ public:
+  Writer(const Plan& plan, const SaveOptions& options, writer::Output& output, std::string archive)
+      : plan_(plan),
+        options_(options),
+        output_(output),
+        archive_size_(archive.size()),
+        zip_(output, std::move(archive), options.alignment) {}
+
+  SaveReport write(std::string pickle) {
+    const std::vector<SmallRecord> head{
+        {"data.pkl", std::move(pickle)},
+        {".format_version", "1"},
+        {".storage_alignment", fmt::to_string(options_.alignment)},
+        {"byteorder", "little"},
+    };
+    // The serialization id is torch's 40 random digits; here two hashes of what the file holds,
+    // so the same tensors give the same file.
+    std::vector<SmallRecord> tail{{"version", "3\n"},
+                                  {".data/serialization_id", std::string(40, '0')}};
+    total_ = plan_size(head, tail);
+
+    common::ContentHash structure;
+    for (const SmallRecord& record : head) {
+      structure.update(std::as_bytes(std::span(record.bytes)));
+      add(record);
+    }
+    common::ContentHash contents;
+    for (const PlannedStorage& storage : plan_.storages)
+      write_storage(storage, contents);
+    tail[1].bytes = fmt::format("{:020}{:020}", structure.digest(), contents.digest());
+    for (const SmallRecord& record : tail)
+      add(record);
+    zip_.finish();
+    output_.finish();
+    progress();
+
+    SaveReport report;
+    report.bytes = output_.offset();
+    report.tensors = plan_.tensors.size();
+    report.storages = plan_.storages.size();
+    report.skipped = plan_.skipped;
+    return report;
+  }
+
+ private:
+  // The file's size: the same arithmetic the writer follows, run ahead of it.
+  std::uint64_t plan_size(const std::vector<SmallRecord>& head,
+                          const std::vector<SmallRecord>& tail) const {
+    std::vector<std::size_t> name_sizes;
+    std::vector<std::uint64_t> offsets;
+    std::vector<std::uint64_t> sizes;
+    const std::size_t prefix = archive_size_ + 1;  // "<archive>/"
+    std::uint64_t offset = 0;
+    const auto record = [&](std::size_t name_size, std::uint64_t size) {
+      name_sizes.push_back(prefix + name_size);
+      offsets.push_back(offset);
+      sizes.push_back(size);
+      offset += writer::record_footprint(offset, prefix + name_size, size, options_.alignment);
+    };
+    for (const SmallRecord& r : head)
+      record(r.name.size(), r.bytes.size());
+    for (const PlannedStorage& storage : plan_.storages)
+      record(5 + storage.key.size(), storage.nbytes);
+    for (const SmallRecord& r : tail)
+      record(r.name.size(), r.bytes.size());
+    return offset + writer::directory_footprint(name_sizes, offsets, sizes);
+  }
+  void add(const SmallRecord& record) {
+    zip_.add_record(record.name, std::as_bytes(std::span(record.bytes)));
+  }
+
+  void progress() {
+    if (options_.progress) options_.progress(output_.offset(), total_);
+  }
+
+  void emit(std::span<const std::byte> bytes, common::ContentHash& contents) {
+    contents.update(bytes);
+    zip_.write(bytes);
+    progress();
+  }
+
+  // The storage's bytes [offset, offset + out.size()) into `out`, or a span of them in place.
+  std::span<const std::byte> read(const PlannedStorage& storage, std::uint64_t offset,
+                                  std::span<std::byte> out) {
+    if (storage.storage == nullptr) {
+      return storage.memory.subspan(static_cast<std::size_t>(offset), out.size());
+    }
+    if (!storage.storage->is_file_view()) {
+      return storage.storage->bytes().subspan(static_cast<std::size_t>(offset), out.size());
+    }
+    // A view of the file is read with pread: a file truncated since the load is an IoError
+    // here, not SIGBUS (pthload.hpp, "Files that change").
+    storage.storage->read(offset, out);
+    return out;
+  }
+
+  std::span<std::byte> buffer() {
+    if (buffer_.empty()) buffer_.resize(kChunkBytes);
+    return buffer_;
+  }
+
+  void write_storage(const PlannedStorage& storage, common::ContentHash& contents) {
+    zip_.begin_record("data/" + storage.key, storage.nbytes);
+    if (storage.gathered) {
+      gather(storage, contents);
+    } else {
+      for (std::uint64_t done = 0; done < storage.nbytes;) {
+        const auto step =
+            static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, storage.nbytes - done));
+        emit(read(storage, done, buffer().first(step)), contents);
+        done += step;
+      }
+    }
+    zip_.end_record();
+  }
+
+  // compact_views: the tensor's elements in row-major order, walked as runs of contiguous
+  // elements (the innermost dimensions whose strides are row-major).
+  void gather(const PlannedStorage& storage, common::ContentHash& contents) {
+    const writer::Gather& g = storage.gather;
+    if (storage.nbytes == 0) return;
+    const std::size_t dims = g.sizes.size();
+    std::size_t inner = dims;
+    std::uint64_t run = 1;  // elements per run
+    while (inner > 0 &&
+           (g.sizes[inner - 1] == 1 || static_cast<std::uint64_t>(g.strides[inner - 1]) == run)) {
+      run *= static_cast<std::uint64_t>(g.sizes[inner - 1]);
+      --inner;
+    }
+    const std::uint64_t run_bytes = run * g.element_size;
+    // A strided view of the file would be one pread per run: read the whole tensor through
+    // Tensor::copy_to (one pass over the bytes it spans) instead.
+    if (inner > 0 && storage.storage != nullptr && storage.storage->is_file_view() &&
+        g.tensor != nullptr) {
+      std::vector<std::byte> all(storage.nbytes);
+      (void)g.tensor->copy_to(all);
+      for (std::uint64_t done = 0; done < all.size(); done += kChunkBytes) {
+        emit(std::span(all).subspan(done, std::min<std::uint64_t>(kChunkBytes, all.size() - done)),
+             contents);
+      }
+      return;
+    }
+    std::vector<std::int64_t> index(inner, 0);
+    auto out = buffer();
+    std::size_t filled = 0;
+    while (true) {
+      std::uint64_t first = static_cast<std::uint64_t>(g.offset);
+      for (std::size_t d = 0; d < inner; ++d)
+        first += static_cast<std::uint64_t>(index[d]) * static_cast<std::uint64_t>(g.strides[d]);
+      for (std::uint64_t done = 0; done < run_bytes;) {
+        if (filled == out.size()) {
+          emit(out, contents);
+          filled = 0;
+        }
+        const auto step = static_cast<std::size_t>(
+            std::min<std::uint64_t>(out.size() - filled, run_bytes - done));
+        const auto part = read(storage, first * g.element_size + done, out.subspan(filled, step));
+        if (part.data() != out.data() + filled) std::memcpy(out.data() + filled, part.data(), step);
+        filled += step;
+        done += step;
+      }
+      std::size_t d = inner;
+      while (d > 0 && ++index[d - 1] == g.sizes[d - 1]) {
+        index[d - 1] = 0;
+        --d;
+      }
+      if (d == 0) break;
+    }
+    if (filled > 0) emit(out.first(filled), contents);
+  }
+
+  const Plan& plan_;
+  const SaveOptions& options_;
+  writer::Output& output_;
+  std::size_t archive_size_;
+  writer::TorchZipWriter zip_;
+  std::vector<std::byte> buffer_;
+  std::uint64_t total_ = 0;
+};
+
+SaveReport write_plan(const Plan& plan, const SaveOptions& options, writer::Output& output,
+                      const std::string& archive) {
+  std::string pickle = writer::data_pickle(plan, options);
+  Writer writer(plan, options, output, archive);
+  return writer.write(std::move(pickle));
+}
+
+template <typename Tensors>
+SaveReport save_to_path(const std::filesystem::path& path, Tensors tensors,
+                        const SaveOptions& options) {
+  check_options(options);
+  const std::string archive = archive_name(options, &path);
+  const Plan plan = writer::plan_save(tensors, options);
+  try {
+    const auto output = writer::file_output(path);
+    return write_plan(plan, options, *output, archive);
+  } catch (Error& e) {
+    if (e.context().path.empty()) e.context().path = path.string();
+    throw;
+  }
+}
+
+template <typename Tensors>
+SaveReport save_to_sink(const SaveSink& sink, Tensors tensors, const SaveOptions& options) {
+  check_options(options);
+  const std::string archive = archive_name(options, nullptr);
+  const Plan plan = writer::plan_save(tensors, options);
+  const auto output = writer::sink_output(sink);
+  return write_plan(plan, options, *output, archive);
+}
+
+}  // namespace
+
+SaveReport save(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                const SaveOptions& options) {
+  return save_to_path(path, tensors, options);
+}
+
+SaveReport save(const std::filesystem::path& path, const Checkpoint& checkpoint,
+                const SaveOptions& options) {
+  return save_to_path(path, checkpoint.tensors(), options);
+}
+
+SaveReport save(const std::filesystem::path& path, std::span<const MemoryTensor> tensors,
+                const SaveOptions& options) {
+  return save_to_path(path, tensors, options);
+}
+
+SaveReport save(const SaveSink& sink, std::span<const NamedTensor> tensors,
+                const SaveOptions& options) {
+  return save_to_sink(sink, tensors, options);
+}
+
+SaveReport save(const SaveSink& sink, const Checkpoint& checkpoint, const SaveOptions& options) {
+  return save_to_sink(sink, checkpoint.tensors(), options);
+}
+
+SaveReport save(const SaveSink& sink, std::span<const MemoryTensor> tensors,
+                const SaveOptions& options) {
+  return save_to_sink(sink, tensors, options);
+}
+
+}  // namespace pthload
