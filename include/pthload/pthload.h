@@ -5,9 +5,9 @@
  * - Functions returning `int` return 0 (PTHLOAD_OK) on success, else a pthload::Errc value: the
  *   codes of the C++ errors, unchanged (1xx input/output, 2xx zip, 3xx pickle, 4xx torch,
  *   5xx device, 6xx legacy streams, 7xx safetensors, 8xx sets of files, 9xx this API, 10xx
- *   choosing tensors and slices, 11xx torch.distributed.checkpoint). pthload_last_error()
- *   then describes the failure. Each such function resets the calling thread's last error
- *   to code 0 on success.
+ *   choosing tensors and slices, 11xx torch.distributed.checkpoint, 12xx saving).
+ *   pthload_last_error() then describes the failure. Each such function resets the calling
+ *   thread's last error to code 0 on success.
  * - Handles (pthload_checkpoint, pthload_records) are owned by the caller and released with their
  * _free function. Pointers to tensors and strings a checkpoint hands out are borrowed: valid until
  *   the checkpoint is freed, never to be freed by the caller.
@@ -24,11 +24,12 @@
  * ever added at the end, and a field added after the first version means "the default" when zero.
  * Each version's size is the end of its last field (PTHLOAD_<STRUCT>_SIZE_V1...), never a
  * sizeof that counts tail padding, where a later version may put a field.
- * - A struct the caller passes in (pthload_options) is set up by its init function, which zeroes
- *   it and sets `struct_size` to the caller's sizeof. The library reads that first: fields past it
- *   (an older caller) take their defaults; bytes past the library's own struct (a newer caller)
- *   must be zero, else the call fails with PTHLOAD_ERROR_UNSUPPORTED_OPTION: an option this
- *   library cannot honour is refused, never ignored.
+ * - A struct the caller passes in (pthload_options, pthload_save_options, pthload_save_tensor)
+ *   is set up by its init function, which zeroes it and sets `struct_size` to the caller's
+ *   sizeof. The library reads that first: fields past it (an older caller) take their
+ *   defaults; bytes past the library's own struct (a newer caller) must be zero, else the call
+ *   fails with PTHLOAD_ERROR_UNSUPPORTED_OPTION: an option this library cannot honour is
+ *   refused, never ignored.
  * - A struct the library fills for the caller (pthload_record_info) has its `struct_size` set by
  *   the caller; the library writes the fields that fit and sets `struct_size` to the bytes it
  *   filled, so that PTHLOAD_HAS_FIELD then says which fields an older library left alone.
@@ -434,6 +435,182 @@ PTHLOAD_API int pthload_records_find(const pthload_records* records, const char*
  *  (encrypted, unknown method, inflate) for a record it cannot read. */
 PTHLOAD_API int pthload_records_read(const pthload_records* records, size_t index, void* buffer,
                                      size_t size);
+
+/* Saving (pthload::save, pthload/save.hpp; docs/capi.md): torch.save files that torch.load
+ * (weights_only=True, with and without mmap=True) reads, from tensors in the caller's memory or
+ * from a loaded checkpoint. The file is written atomically: under a temporary name beside `path`,
+ * synced, then renamed over it; when the call fails, `path` is as it was. Memory stays bounded
+ * whatever the tensors' size: their bytes are read from their storages as they are written.
+ * Codes (pthload::Errc): SaveWriteFailed (1200) writing, syncing or renaming failed (the message
+ * carries errno's text: a full disk says so), or a write callback failed; SaveBadTensor (1201) a
+ * tensor outside its storage, or one storage shared under two dtypes or sizes;
+ * SaveNameCollision (1202) two tensors of one name (or, nesting, one a prefix of another);
+ * SaveUnsupportedTensor (1203) a tensor it cannot write (quantized, sparse, nested, meta, not
+ * on the CPU) unless skip_unsupported; SaveBadOptions (1204) an option out of its range. */
+
+/** A tensor in the caller's memory, for pthload_save (pthload::MemoryTensor). Set each with
+ *  pthload_save_tensor_init() first, then fill in what it needs. In an array, every element
+ *  carries the same struct_size (the caller's sizeof): the library steps through the array by
+ *  it. Grows at its end only (see Compatibility above). */
+typedef struct pthload_save_tensor {
+  /** sizeof(pthload_save_tensor) as the caller's header has it (pthload_save_tensor_init sets
+   *  it). At least PTHLOAD_SAVE_TENSOR_SIZE_V1, else PTHLOAD_ERROR_INVALID_ARGUMENT. */
+  size_t struct_size;
+  /** Its key in the file's dict, NUL-terminated, read during the call only; must not be NULL.
+   *  With dots: see pthload_save_options.nest_dotted_names. A single tensor named "" is written
+   *  as the file's root object, as torch.save(tensor) writes it. */
+  const char* name;
+  /** Its element type: any but the quantized ones (those fail with SaveUnsupportedTensor). */
+  pthload_dtype dtype;
+  /** Nonzero: written as torch writes a tensor that requires grad (torch.load gives it back). */
+  int requires_grad;
+  /** Its number of dimensions (0 for a scalar). */
+  size_t ndim;
+  /** Its sizes, ndim of them; read during the call only. May be NULL when ndim is 0. */
+  const int64_t* sizes;
+  /** Its strides in elements, ndim of them; NULL: contiguous (row-major). */
+  const int64_t* strides;
+  /** Elements from the first byte of `storage` to the tensor's first element. */
+  int64_t storage_offset;
+  /** The bytes the tensor views, whole (torch's storage): the caller's, left unchanged while the
+   *  call runs and never kept after it. NULL only with storage_nbytes 0. Tensors whose storage
+   *  and storage_nbytes are both equal share one storage in the file (written once), as tied
+   *  weights and views do in torch's. */
+  const void* storage;
+  /** The storage's size in bytes: a multiple of the dtype's element size. */
+  uint64_t storage_nbytes;
+  /* Fields added later go here; zero must mean their default. */
+} pthload_save_tensor;
+
+/** The size of the first pthload_save_tensor: the least struct_size accepted. */
+#define PTHLOAD_SAVE_TENSOR_SIZE_V1 \
+  (offsetof(pthload_save_tensor, storage_nbytes) + sizeof(uint64_t))
+
+/** What pthload_save_tensor_init calls, for bindings that cannot call an inline function: zeroes
+ *  the caller's `size` bytes at `tensor` (every field at its default: NULL, 0, PTHLOAD_FLOAT64)
+ *  and sets struct_size to `size`, the caller's sizeof(pthload_save_tensor). Fails with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `tensor` or a `size` outside
+ *  PTHLOAD_SAVE_TENSOR_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is written). A success
+ *  leaves the thread's last error as it was. */
+PTHLOAD_API int pthload_save_tensor_init_sized(pthload_save_tensor* tensor, size_t size);
+
+/** Zeroes `*tensor`, padding included, and sets `struct_size` to this header's
+ *  sizeof(pthload_save_tensor). Does nothing when tensor is NULL. Inline, so that the size is
+ *  the caller's, not the library's. */
+static inline void pthload_save_tensor_init(pthload_save_tensor* tensor) {
+  if (tensor != NULL) (void)pthload_save_tensor_init_sized(tensor, sizeof(pthload_save_tensor));
+}
+
+/** Called while saving, on the calling thread, after each chunk written, with the bytes written
+ *  so far and the file's size (known before the first byte). Return 0 (or any value that is not
+ *  negative) to go on; a negative value stops the save with PTHLOAD_ERROR_CALLBACK_FAILED (the
+ *  file at the path is then as it was). */
+typedef int (*pthload_save_progress_fn)(void* user_data, uint64_t written, uint64_t total);
+
+/** Called once per tensor skip_unsupported left out, after the file is written, with the tensor's
+ *  name and the reason ("name (reason)"; NUL-terminated, valid only during the call). */
+typedef void (*pthload_save_skipped_fn)(void* user_data, const char* description);
+
+/** Options for saving (pthload::SaveOptions). Set every field with pthload_save_options_init()
+ *  first, then change what you need; a NULL options pointer means the defaults, which write what
+ *  torch.save writes for a state_dict of CPU tensors. Grows at its end only (see Compatibility
+ *  above). */
+typedef struct pthload_save_options {
+  /** sizeof(pthload_save_options) as the caller's header has it (pthload_save_options_init sets
+   *  it). At least PTHLOAD_SAVE_OPTIONS_SIZE_V1, else PTHLOAD_ERROR_INVALID_ARGUMENT. */
+  size_t struct_size;
+  /** Nonzero: dotted names become nested dicts ("enc.0.w" is {"enc": {"0": {"w": ...}}}); a
+   *  name that is both a tensor and a prefix of another ("a", "a.b") then fails with
+   *  SaveNameCollision. 0: one flat dict keyed by the full names, as model.state_dict() is.
+   *  Either way pthload reads the same names back. */
+  int nest_dotted_names;
+  /** Nonzero: each tensor is written as its own contiguous storage of exactly its elements. 0:
+   *  as torch does, a view keeps its whole storage, offset and strides, and tensors sharing a
+   *  storage share it in the file. */
+  int compact_views;
+  /** Where storage payloads start in the file: a power of two from 64 to 65536 (4096 lets
+   *  GPUDirect Storage read them in place); 0: 64, torch's. Others fail with SaveBadOptions. */
+  uint32_t alignment;
+  /** Nonzero: each storage of a loaded checkpoint keeps the location tag it was read with
+   *  (pthload_save_checkpoint); tensors from memory still get `location`. */
+  int keep_locations;
+  /** Nonzero: tensors that cannot be written (quantized, sparse, nested, meta) are left out, each
+   *  reported to `skipped`, instead of failing the save with SaveUnsupportedTensor. */
+  int skip_unsupported;
+  /** The location tag written for every storage: "cpu", or a device string torch's tags use
+   *  ("cuda:0", "cuda", "mps", "xpu:1", "meta"); NULL or "": "cpu". torch.load without
+   *  map_location puts the storage there. Read during the call only. */
+  const char* location;
+  /** The archive's top folder, one path component of printable ASCII; NULL or "": the file's
+   *  stem, as torch.save names it ("archive" for a sink). Any name loads. */
+  const char* archive_name;
+  /** Told the progress of the save (see pthload_save_progress_fn); NULL: not used. */
+  pthload_save_progress_fn progress;
+  /** Passed to progress unchanged. */
+  void* progress_user_data;
+  /** Told each tensor skip_unsupported left out (see pthload_save_skipped_fn); NULL: not used. */
+  pthload_save_skipped_fn skipped;
+  /** Passed to skipped unchanged. */
+  void* skipped_user_data;
+  /* Fields added later go here; zero must mean their default. */
+} pthload_save_options;
+
+/** The size of the first pthload_save_options: the least struct_size accepted. */
+#define PTHLOAD_SAVE_OPTIONS_SIZE_V1 \
+  (offsetof(pthload_save_options, skipped_user_data) + sizeof(void*))
+
+/** pthload_options_init_sized for pthload_save_options: `size` is the caller's
+ *  sizeof(pthload_save_options) and becomes options->struct_size; fields past it are not written,
+ *  bytes past the library's own struct are zeroed. Fails with PTHLOAD_ERROR_INVALID_ARGUMENT
+ *  for a NULL `options` or a `size` outside
+ *  PTHLOAD_SAVE_OPTIONS_SIZE_V1..PTHLOAD_STRUCT_SIZE_MAX (then nothing is written). A success
+ *  leaves the thread's last error as it was. */
+PTHLOAD_API int pthload_save_options_init_sized(pthload_save_options* options, size_t size);
+
+/** Sets `*options` to the defaults: a flat dict, views kept, alignment 64, tag "cpu", the
+ *  archive named after the file, nothing skipped, no callbacks; zeroes every other byte (padding
+ *  included) and sets `struct_size` to this header's sizeof(pthload_save_options). Does nothing
+ *  when options is NULL. Inline, so that the size is the caller's, not the library's. */
+static inline void pthload_save_options_init(pthload_save_options* options) {
+  if (options != NULL) (void)pthload_save_options_init_sized(options, sizeof(pthload_save_options));
+}
+
+/** Writes the `count` tensors at `tensors` (in the caller's memory; see pthload_save_tensor) to
+ *  the file at `path` (NUL-terminated) as torch.save writes a dict of them, in this order
+ *  (pthload::save). The caller's bytes are read during the call only. `tensors` may be NULL
+ *  when count is 0 (an empty dict); `options` may be NULL (the defaults). Fails with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL path, a NULL `tensors` with count > 0, a tensor
+ *  with a NULL name, NULL sizes (ndim > 0), a NULL storage (storage_nbytes > 0), a dtype outside
+ *  pthload_dtype, or a struct_size out of range or unlike the first tensor's; with the 12xx codes
+ *  above. The same tensors and options give the same bytes. */
+PTHLOAD_API int pthload_save(const char* path, const pthload_save_tensor* tensors, size_t count,
+                             const pthload_save_options* options);
+
+/** Writes the tensors of `checkpoint` (pthload_checkpoint_tensor's list, in that order) to the
+ *  file at `path`: any format pthload reads (torch zip and legacy files, TorchScript,
+ *  safetensors, shards, DCP directories) becomes a torch.save file. The checkpoint must have
+ *  been loaded onto the CPU (pthload_load with map_to "cpu"); pthload_open's unplaced storages
+ *  fail with SaveUnsupportedTensor. Fails as pthload_save. */
+PTHLOAD_API int pthload_save_checkpoint(const char* path, const pthload_checkpoint* checkpoint,
+                                        const pthload_save_options* options);
+
+/** Receives the bytes of the file being saved, in order, `size` bytes at `bytes` per call (valid
+ *  only during the call; never a call of 0 bytes), on the calling thread. Return 0 after taking
+ *  them all; any other value stops the save with SaveWriteFailed (1200). */
+typedef int (*pthload_save_write_fn)(void* user_data, const void* bytes, size_t size);
+
+/** pthload_save, but the file's bytes go to `write` (called with `user_data`) instead of a path:
+ *  what a caller sends over a socket or into its own storage. A failed save leaves what `write`
+ *  received a partial file; what to do with it is the caller's. Fails with
+ *  PTHLOAD_ERROR_INVALID_ARGUMENT for a NULL `write`, else as pthload_save. */
+PTHLOAD_API int pthload_save_to_sink(pthload_save_write_fn write, void* user_data,
+                                     const pthload_save_tensor* tensors, size_t count,
+                                     const pthload_save_options* options);
+
+/** pthload_save_checkpoint, to `write` as pthload_save_to_sink. */
+PTHLOAD_API int pthload_save_checkpoint_to_sink(pthload_save_write_fn write, void* user_data,
+                                                const pthload_checkpoint* checkpoint,
+                                                const pthload_save_options* options);
 
 /** torch's name of the dtype ("float32", "bfloat16"); "unknown" for a value outside the enum.
  *  Static. */

@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "pthload/error.hpp"
 #include "pthload/options.hpp"
 #include "pthload/records.hpp"
+#include "pthload/save.hpp"
 #include "pthload/tensor.hpp"
 
 struct pthload_checkpoint {
@@ -56,7 +60,9 @@ static_assert(PTHLOAD_ERROR_UNSUPPORTED_OPTION == static_cast<int>(Errc::kCapiUn
 static_assert(offsetof(pthload_options, struct_size) == 0 &&
               offsetof(pthload_record_info, struct_size) == 0 &&
               offsetof(pthload_storage_info, struct_size) == 0 &&
-              offsetof(pthload_error, struct_size) == 0);
+              offsetof(pthload_error, struct_size) == 0 &&
+              offsetof(pthload_save_tensor, struct_size) == 0 &&
+              offsetof(pthload_save_options, struct_size) == 0);
 
 // What this library knows of each: the end of the last field of the newest version. Not sizeof,
 // which counts tail padding where a later version may put a field (pthload.h, "Compatibility").
@@ -64,10 +70,14 @@ constexpr std::size_t kOptionsKnown = PTHLOAD_OPTIONS_SIZE_V1;
 constexpr std::size_t kRecordInfoKnown = PTHLOAD_RECORD_INFO_SIZE_V1;
 constexpr std::size_t kStorageInfoKnown = PTHLOAD_STORAGE_INFO_SIZE_V1;
 constexpr std::size_t kErrorKnown = PTHLOAD_ERROR_SIZE_V1;
+constexpr std::size_t kSaveTensorKnown = PTHLOAD_SAVE_TENSOR_SIZE_V1;
+constexpr std::size_t kSaveOptionsKnown = PTHLOAD_SAVE_OPTIONS_SIZE_V1;
 static_assert(kOptionsKnown <= sizeof(pthload_options) &&
               kRecordInfoKnown <= sizeof(pthload_record_info) &&
               kStorageInfoKnown <= sizeof(pthload_storage_info) &&
-              kErrorKnown <= sizeof(pthload_error));
+              kErrorKnown <= sizeof(pthload_error) &&
+              kSaveTensorKnown <= sizeof(pthload_save_tensor) &&
+              kSaveOptionsKnown <= sizeof(pthload_save_options));
 
 constexpr pthload_error kNoError{.struct_size = kErrorKnown,
                                  .code = PTHLOAD_OK,
@@ -277,6 +287,27 @@ std::size_t check_struct_size(std::size_t size, std::size_t first_version, const
   return size;
 }
 
+// What a newer caller's struct holds past this library's `known` bytes must be zero (options
+// left at their defaults), or the call fails rather than ignore an option (pthload.h,
+// "Compatibility"). `type` names the struct in the message ("pthload_options").
+void refuse_unknown_fields(const void* caller_struct, std::size_t size, std::size_t known,
+                           const std::string& type) {
+  const auto* bytes = static_cast<const unsigned char*>(caller_struct);
+  for (std::size_t at = known; at < size; ++at) {
+    if (bytes[at] != 0) {
+      pthload::ErrorContext where;
+      where.offset = at;
+      throw pthload::Error(Errc::kCapiUnsupportedOption,
+                           type + " (" + std::to_string(size) +
+                               " bytes, from a newer pthload.h) sets byte " + std::to_string(at) +
+                               ", past the " + std::to_string(known) +
+                               " bytes this library (pthload " + PTHLOAD_VERSION_STRING +
+                               ") knows: an option it cannot honour",
+                           std::move(where));
+    }
+  }
+}
+
 // The caller's options as this library's struct (pthload.h, "Compatibility"): what an older
 // caller's struct lacks takes the defaults; what a newer caller's holds past this library's must
 // be zero (options left at their defaults), or the call fails rather than ignore an option.
@@ -285,20 +316,7 @@ pthload_options read_options(const pthload_options* options) {
   if (options == nullptr) return result;
   const std::size_t size = check_struct_size(declared_size(options), PTHLOAD_OPTIONS_SIZE_V1,
                                              "pthload_options", kOptionsSetUpBy);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(options);
-  for (std::size_t at = kOptionsKnown; at < size; ++at) {
-    if (bytes[at] != 0) {
-      pthload::ErrorContext where;
-      where.offset = at;
-      throw pthload::Error(Errc::kCapiUnsupportedOption,
-                           "pthload_options (" + std::to_string(size) +
-                               " bytes, from a newer pthload.h) sets byte " + std::to_string(at) +
-                               ", past the " + std::to_string(kOptionsKnown) +
-                               " bytes this library (pthload " + PTHLOAD_VERSION_STRING +
-                               ") knows: an option it cannot honour",
-                           std::move(where));
-    }
-  }
+  refuse_unknown_fields(options, size, kOptionsKnown, "pthload_options");
   std::memcpy(static_cast<void*>(&result), options, std::min(size, kOptionsKnown));
   result.struct_size = kOptionsKnown;
   return result;
@@ -392,6 +410,163 @@ const std::byte* cpu_data(const pthload::NamedTensor& tensor) {
 
 bool valid_dtype(pthload_dtype dtype) noexcept {
   return static_cast<int>(dtype) >= PTHLOAD_FLOAT64 && static_cast<int>(dtype) <= PTHLOAD_BITS4X2;
+}
+
+// ---- Saving ----
+
+constexpr const char* kSaveOptionsSetUpBy = "set the struct up with pthload_save_options_init";
+constexpr const char* kSaveTensorSetUpBy = "set each up with pthload_save_tensor_init";
+
+// The defaults, padding zeroed (see default_options): every default is zero or NULL there.
+pthload_save_options default_save_options() noexcept {
+  pthload_save_options options;
+  std::memset(static_cast<void*>(&options), 0, sizeof options);
+  options.struct_size = kSaveOptionsKnown;
+  return options;  // alignment 0 (64), location and archive_name NULL ("cpu", the file's stem)
+}
+
+// What a save does with the caller's options, and whom it tells of the tensors it left out
+// (SaveReport::skipped), once the file is written.
+struct SaveCall {
+  pthload::SaveOptions options;
+  pthload_save_skipped_fn skipped = nullptr;
+  void* skipped_user_data = nullptr;
+
+  void report(const pthload::SaveReport& report) const {
+    if (skipped == nullptr) return;
+    for (const std::string& description : report.skipped)
+      skipped(skipped_user_data, description.c_str());
+  }
+};
+
+SaveCall to_save_call(const pthload_save_options* caller_options) {
+  SaveCall call;
+  if (caller_options == nullptr) return call;
+  const std::size_t size =
+      check_struct_size(declared_size(caller_options), PTHLOAD_SAVE_OPTIONS_SIZE_V1,
+                        "pthload_save_options", kSaveOptionsSetUpBy);
+  refuse_unknown_fields(caller_options, size, kSaveOptionsKnown, "pthload_save_options");
+  pthload_save_options options = default_save_options();
+  std::memcpy(static_cast<void*>(&options), caller_options, std::min(size, kSaveOptionsKnown));
+
+  pthload::SaveOptions& result = call.options;
+  result.nest_dotted_names = options.nest_dotted_names != 0;
+  result.compact_views = options.compact_views != 0;
+  // 0 is "the default" for every field a caller leaves zeroed; save() checks the others.
+  if (options.alignment != 0) result.alignment = options.alignment;
+  if (options.location != nullptr && options.location[0] != '\0') {
+    result.location = options.location;
+  }
+  result.keep_locations = options.keep_locations != 0;
+  if (options.archive_name != nullptr) result.archive_name = options.archive_name;
+  result.skip_unsupported = options.skip_unsupported != 0;
+  if (options.progress != nullptr) {
+    result.progress = [function = options.progress, user_data = options.progress_user_data](
+                          std::uint64_t written, std::uint64_t total) {
+      const int answer = function(user_data, written, total);
+      if (answer < 0) {
+        throw pthload::Error(Errc::kCapiCallbackFailed, "the progress callback returned " +
+                                                            std::to_string(answer) + " at byte " +
+                                                            std::to_string(written) + " of " +
+                                                            std::to_string(total));
+      }
+    };
+  }
+  call.skipped = options.skipped;
+  call.skipped_user_data = options.skipped_user_data;
+  return call;
+}
+
+// One caller's tensor as save() takes it. `where` names it ("tensors[2]") in errors.
+pthload::MemoryTensor memory_tensor(const pthload_save_tensor& tensor, const std::string& where) {
+  if (tensor.name == nullptr) throw_invalid_argument(where + ".name is NULL");
+  const std::string named = where + " ('" + tensor.name + "')";
+  // Read as its bytes: C lets a caller store any int there (see c_map_location).
+  int dtype = 0;
+  static_assert(sizeof dtype == sizeof tensor.dtype);
+  std::memcpy(&dtype, &tensor.dtype, sizeof dtype);
+  if (dtype < PTHLOAD_FLOAT64 || dtype > PTHLOAD_BITS4X2) {
+    throw_invalid_argument(named + " has dtype " + std::to_string(dtype) +
+                           ", which is no pthload_dtype");
+  }
+  if (tensor.ndim != 0 && tensor.sizes == nullptr) {
+    throw_invalid_argument(named + " has ndim " + std::to_string(tensor.ndim) +
+                           " but its sizes are NULL");
+  }
+  if (tensor.storage == nullptr && tensor.storage_nbytes != 0) {
+    throw_invalid_argument(named + " has storage_nbytes " + std::to_string(tensor.storage_nbytes) +
+                           " but its storage is NULL");
+  }
+  if constexpr (sizeof(std::size_t) < sizeof(std::uint64_t)) {
+    if (tensor.storage_nbytes > std::numeric_limits<std::size_t>::max()) {
+      throw_invalid_argument(named + " has storage_nbytes " +
+                             std::to_string(tensor.storage_nbytes) +
+                             ", more than this address space holds");
+    }
+  }
+  pthload::MemoryTensor result;
+  result.name = tensor.name;
+  result.dtype = static_cast<pthload::Dtype>(dtype);
+  result.sizes.assign(tensor.sizes, tensor.sizes + tensor.ndim);
+  if (tensor.strides != nullptr)
+    result.strides.assign(tensor.strides, tensor.strides + tensor.ndim);
+  result.storage_offset = tensor.storage_offset;
+  result.storage = {static_cast<const std::byte*>(tensor.storage),
+                    static_cast<std::size_t>(tensor.storage_nbytes)};
+  result.requires_grad = tensor.requires_grad != 0;
+  return result;
+}
+
+// The caller's array, stepped through by its struct_size (the caller's sizeof), which every
+// element must repeat: an element of another size means the array is not what the caller
+// thinks, and reading on would misread every later field.
+std::vector<pthload::MemoryTensor> memory_tensors(const pthload_save_tensor* tensors,
+                                                  std::size_t count) {
+  // Checked before anything is reserved for `count`, which a caller may have left unset.
+  if (count != 0 && tensors == nullptr) {
+    throw_invalid_argument("count is " + std::to_string(count) + " but tensors is NULL");
+  }
+  std::vector<pthload::MemoryTensor> result;
+  if (count == 0) return result;
+  const std::size_t stride = check_struct_size(declared_size(tensors), PTHLOAD_SAVE_TENSOR_SIZE_V1,
+                                               "pthload_save_tensor", kSaveTensorSetUpBy);
+  const auto* first = reinterpret_cast<const unsigned char*>(tensors);
+  for (std::size_t i = 0; i < count; ++i) {
+    const unsigned char* element = first + i * stride;
+    const std::string where = "tensors[" + std::to_string(i) + "]";
+    const std::size_t size = declared_size(element);
+    if (size != stride) {
+      throw_invalid_argument(where + ".struct_size is " + std::to_string(size) +
+                             ", tensors[0].struct_size " + std::to_string(stride) +
+                             ": every element of the array holds the caller's "
+                             "sizeof(pthload_save_tensor)");
+    }
+    refuse_unknown_fields(element, size, kSaveTensorKnown, "pthload_save_tensor " + where);
+    pthload_save_tensor tensor;
+    std::memset(static_cast<void*>(&tensor), 0, sizeof tensor);
+    std::memcpy(static_cast<void*>(&tensor), element, std::min(size, kSaveTensorKnown));
+    result.push_back(memory_tensor(tensor, where));
+  }
+  return result;
+}
+
+// The caller's write function as a SaveSink: save() turns the exception into
+// IoError(kSaveWriteFailed) naming the byte offset, carrying this text.
+pthload::SaveSink c_sink(pthload_save_write_fn write, void* user_data) {
+  if (write == nullptr) throw_invalid_argument("the write function is NULL");
+  return [write, user_data](std::span<const std::byte> bytes) {
+    if (bytes.empty()) return;  // pthload.h promises no call of 0 bytes
+    const int answer = write(user_data, bytes.data(), bytes.size());
+    if (answer != 0) {
+      throw pthload::IoError(Errc::kSaveWriteFailed,
+                             "the write callback returned " + std::to_string(answer));
+    }
+  };
+}
+
+const pthload::Checkpoint& checkpoint_to_save(const pthload_checkpoint* checkpoint) {
+  if (checkpoint == nullptr) throw_invalid_argument("the checkpoint is NULL");
+  return checkpoint->checkpoint;
 }
 
 }  // namespace
@@ -684,6 +859,73 @@ int pthload_records_read(const pthload_records* records, size_t index, void* buf
     }
     const std::vector<std::byte> bytes = records->reader.read(record.name);
     if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
+  });
+}
+
+int pthload_save_options_init_sized(pthload_save_options* options, size_t size) {
+  // recorded, not guarded, as pthload_options_init_sized.
+  return recorded([&] {
+    if (options == nullptr) throw_invalid_argument("the options pointer is NULL");
+    check_struct_size(size, PTHLOAD_SAVE_OPTIONS_SIZE_V1, "pthload_save_options",
+                      "pass sizeof(pthload_save_options)");
+    std::memset(static_cast<void*>(options), 0, size);
+    pthload_save_options defaults = default_save_options();
+    defaults.struct_size = size;
+    std::memcpy(static_cast<void*>(options), &defaults, std::min(size, kSaveOptionsKnown));
+  });
+}
+
+int pthload_save_tensor_init_sized(pthload_save_tensor* tensor, size_t size) {
+  // recorded, not guarded, as pthload_options_init_sized.
+  return recorded([&] {
+    if (tensor == nullptr) throw_invalid_argument("the tensor pointer is NULL");
+    check_struct_size(size, PTHLOAD_SAVE_TENSOR_SIZE_V1, "pthload_save_tensor",
+                      "pass sizeof(pthload_save_tensor)");
+    // Every default is zero: the whole struct, padding included, then its size.
+    std::memset(static_cast<void*>(tensor), 0, size);
+    tensor->struct_size = size;
+  });
+}
+
+int pthload_save(const char* path, const pthload_save_tensor* tensors, size_t count,
+                 const pthload_save_options* options) {
+  return guarded([&] {
+    require_path(path);
+    const SaveCall call = to_save_call(options);
+    const std::vector<pthload::MemoryTensor> memory = memory_tensors(tensors, count);
+    call.report(pthload::save(std::filesystem::path(path),
+                              std::span<const pthload::MemoryTensor>(memory), call.options));
+  });
+}
+
+int pthload_save_checkpoint(const char* path, const pthload_checkpoint* checkpoint,
+                            const pthload_save_options* options) {
+  return guarded([&] {
+    require_path(path);
+    const SaveCall call = to_save_call(options);
+    call.report(
+        pthload::save(std::filesystem::path(path), checkpoint_to_save(checkpoint), call.options));
+  });
+}
+
+int pthload_save_to_sink(pthload_save_write_fn write, void* user_data,
+                         const pthload_save_tensor* tensors, size_t count,
+                         const pthload_save_options* options) {
+  return guarded([&] {
+    const pthload::SaveSink sink = c_sink(write, user_data);
+    const SaveCall call = to_save_call(options);
+    const std::vector<pthload::MemoryTensor> memory = memory_tensors(tensors, count);
+    call.report(pthload::save(sink, std::span<const pthload::MemoryTensor>(memory), call.options));
+  });
+}
+
+int pthload_save_checkpoint_to_sink(pthload_save_write_fn write, void* user_data,
+                                    const pthload_checkpoint* checkpoint,
+                                    const pthload_save_options* options) {
+  return guarded([&] {
+    const pthload::SaveSink sink = c_sink(write, user_data);
+    const SaveCall call = to_save_call(options);
+    call.report(pthload::save(sink, checkpoint_to_save(checkpoint), call.options));
   });
 }
 

@@ -206,7 +206,7 @@ class Planner {
     if (!options_.skip_unsupported) {
       throw UnsupportedError(
           Errc::kSaveUnsupportedTensor,
-          fmt::format("tensor '{}': save() does not write a {} (SaveOptions::skip_unsupported "
+          fmt::format("tensor '{}': save() does not write a {} (skip_unsupported "
                       "leaves such tensors out)",
                       name, reason));
     }

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """pthinspect, end to end: `records --json --verify` against the zip fixtures' manifest, `cat`,
-`tree` and `globals`, and the exit status and one-line message of each kind of failure."""
+`tree` and `globals`, the exit status and one-line message of each kind of failure, and
+`export --to pt` (pthload::save) read back by `ls`."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 PTHINSPECT, FIXTURES = sys.argv[1], sys.argv[2]
 failures = []
@@ -155,6 +158,129 @@ for folder, _, files in os.walk(FIXTURES):
         check(text == expected, f"ls --json {file}: not laid out as json.dumps(indent=1) lays it out")
         laid_out += 1
 check(laid_out >= 100, f"ls --json layout: only {laid_out} fixtures compared")
+
+# ---- export --to pt: a torch.save file that pthload lists exactly as it lists the source ----
+LISTED = ("name", "dtype", "shape", "stride", "storage_offset", "xxh3")
+
+
+def listing(path, *options, fields=LISTED):
+    result = run("ls", "--json", *options, path)
+    if result.returncode != 0:
+        return None
+    return [{k: t.get(k) for k in fields} for t in json.loads(result.stdout)["tensors"]]
+
+
+def sound_zip(path):
+    """Whether python's zipfile reads every record of `path` with its CRC-32 right."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except zipfile.BadZipFile:
+        return False
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    torch_2 = os.path.join(FIXTURES, "torch", "torch-2.15.0")
+    exported = 0
+    for source in [os.path.join(torch_2, f"{name}.pt") for name in
+                   ("views", "tied", "dtypes", "dtypes_exotic", "module", "lone_view",
+                    "legacy_views")] + [sample, os.path.join(FIXTURES, "safetensors",
+                                                                "layers.safetensors")]:
+        name = os.path.basename(source)
+        out = os.path.join(tmp, name + ".pt")
+        result = run("export", source, "--to", "pt", out)
+        check(result.returncode == 0, f"export --to pt {name}: exit {result.returncode}: "
+              f"{result.stderr!r}")
+        if result.returncode != 0:
+            continue
+        exported += 1
+        want = listing(source, "--checksum") or []
+        check(result.stdout.decode().startswith(f"exported {len(want)} tensors (")
+              and result.stdout.decode().rstrip().endswith(f" to {out}"),
+              f"export --to pt {name}: summary {result.stdout!r}")
+        check(sound_zip(out), f"export --to pt {name}: zipfile's testzip finds a bad record")
+        got = listing(out, "--checksum")
+        check(got == want, f"export --to pt {name}: ls of the output differs:\n  got  {got}\n"
+              f"  want {want}")
+    check(exported == 9, f"export --to pt: only {exported} of 9 fixtures exported")
+
+    views = os.path.join(torch_2, "views.pt")
+    tied = os.path.join(torch_2, "tied.pt")
+    # --compact: each tensor its own storage of exactly its elements; the values are the same.
+    out = os.path.join(tmp, "compact.pt")
+    result = run("export", views, "--to", "pt", "--compact", out)
+    check(result.returncode == 0 and sound_zip(out), f"export --compact: {result}")
+    values = ("name", "dtype", "shape", "xxh3")
+    got = listing(out, "--checksum", fields=values + ("storage_offset", "storage"))
+    want = listing(views, "--checksum", fields=values)
+    check(got is not None and [{k: t[k] for k in values} for t in got] == want,
+          f"export --compact: values differ: {got} {want}")
+    check(got is not None and all(t["storage_offset"] == 0 for t in got)
+          and len({t["storage"] for t in got}) == len(got),
+          f"export --compact: views kept: {got}")
+    # --nest: nested dicts, read back under the same names.
+    out = os.path.join(tmp, "nested.pt")
+    result = run("export", tied, "--to", "pt", "--nest", out)
+    check(result.returncode == 0 and sound_zip(out), f"export --nest: {result}")
+    got = listing(out, "--checksum")
+    want = listing(tied, "--checksum")
+    check(got is not None and sorted(got, key=lambda t: t["name"])
+          == sorted(want, key=lambda t: t["name"]), f"export --nest: {got} != {want}")
+    # --alignment: every storage's payload starts at a multiple of it.
+    out = os.path.join(tmp, "aligned.pt")
+    result = run("export", views, "--to", "pt", "--alignment", "4096", out)
+    check(result.returncode == 0, f"export --alignment 4096: {result}")
+    if result.returncode == 0:
+        records = json.loads(run("records", "--json", out).stdout)["records"]
+        data = [r for r in records if "/data/" in r["name"]]
+        check(data and all(r["offset"] % 4096 == 0 for r in data),
+              f"export --alignment 4096: payloads at {[r['offset'] for r in data]}")
+    result = run("export", views, "--to", "pt", "--alignment", "100", out)
+    check(result.returncode == 1 and result.stderr.decode().count("\n") == 1,
+          f"export --alignment 100: {result}")
+    # --location: the tag of every storage; --keep-locations: each storage's own, from the file.
+    out = os.path.join(tmp, "tagged.pt")
+    result = run("export", sample, "--to", "pt", "--location", "cuda:0", out)
+    check(result.returncode == 0, f"export --location cuda:0: {result}")
+    tags = listing(out, fields=("location",))
+    check(tags and all(t["location"] == "cuda:0" for t in tags), f"export --location: {tags}")
+    cuda = os.path.join(torch_2, "cuda.pt")
+    result = run("export", cuda, "--to", "pt", "--keep-locations", out)
+    check(result.returncode == 0, f"export --keep-locations: {result}")
+    kept = listing(out, fields=("name", "location"))
+    check(kept == listing(cuda, fields=("name", "location")), f"export --keep-locations: {kept}")
+    # The choosing options, as ls and load have them.
+    out = os.path.join(tmp, "chosen.pt")
+    result = run("export", tied, "--to", "pt", "--exclude", "list.*", "--rename-prefix",
+                 "encoder.=enc.", out)
+    names = [t["name"] for t in listing(out) or []]
+    check(result.returncode == 0 and "enc.weight" in names and "decoder.weight" in names
+          and not any(n.startswith("list.") for n in names),
+          f"export --to pt --exclude --rename-prefix: {result} {names}")
+    # A quantized tensor: refused, named, with the way out; --skip-unsupported names it instead.
+    quantized = os.path.join(torch_2, "quantized.pt")
+    out = os.path.join(tmp, "quantized.pt")
+    result = run("export", quantized, "--to", "pt", out)
+    lines = result.stderr.decode().strip().splitlines()
+    check(result.returncode == 1 and len(lines) == 1 and "--skip-unsupported" in lines[0]
+          and not os.path.exists(out), f"export --to pt quantized.pt: {result}")
+    result = run("export", "--skip-unsupported", quantized, "--to", "pt", out)
+    check(result.returncode == 0 and b"pthinspect: skipped " in result.stderr and sound_zip(out),
+          f"export --to pt --skip-unsupported quantized.pt: {result}")
+    # The options of --to pt with another target are refused, before anything is written.
+    for option in (["--nest"], ["--compact"], ["--alignment", "4096"], ["--location", "cpu"],
+                   ["--keep-locations"]):
+        out = os.path.join(tmp, "other.safetensors")
+        result = run("export", views, "--to", "safetensors", *option, out)
+        check(result.returncode == 1 and b"applies to --to pt only" in result.stderr
+              and not os.path.exists(out), f"export --to safetensors {option}: {result}")
+    # Onto the checkpoint being exported: refused, the input kept as it was.
+    itself = os.path.join(tmp, "itself.pt")
+    shutil.copyfile(sample, itself)
+    before = open(itself, "rb").read()
+    result = run("export", itself, "--to", "pt", itself)
+    check(result.returncode == 1 and b"is the checkpoint being exported" in result.stderr
+          and open(itself, "rb").read() == before, f"export --to pt onto its input: {result}")
 
 for failure in failures:
     print("FAIL:", failure)

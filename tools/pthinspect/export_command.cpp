@@ -1,9 +1,10 @@
-// `pthinspect export FILE --to safetensors OUT` and `--to npy DIR`: the checkpoint's tensors in
-// the formats the rest of the world loads without torch, written streaming with bounded memory.
+// `pthinspect export FILE --to safetensors OUT`, `--to npy DIR` and `--to pt OUT.pt`: the
+// checkpoint's tensors in the formats the rest of the world loads without torch, or as a
+// torch.save file (pthload::save), written streaming with bounded memory.
 // safetensors: https://github.com/huggingface/safetensors (README "Format"): an 8-byte
 // little-endian header size N, N bytes of JSON padded with spaces to a multiple of 8, then the
 // data; every tensor's [begin, end) is relative to the data's start, the ranges tile it without
-// holes or overlaps. npy: numpy's NEP 1 (format version 1.0).
+// holes or overlaps. npy: numpy's NEP 1 (format version 1.0). pt: docs/format.md §13.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -22,7 +23,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <pthload/pthload.hpp>
+#include <pthload/save.hpp>
 
+#include "choose.hpp"
 #include "commands.hpp"
 #include "elements.hpp"
 #include "files.hpp"
@@ -37,6 +40,13 @@ struct ExportArgs {
   std::string out;
   std::string max_shard_size;
   bool skip_unsupported = false;
+  ChooseArgs choose;
+  // --to pt only (pthload::SaveOptions).
+  bool nest = false;
+  bool compact = false;
+  std::uint32_t alignment = 64;
+  std::string location = "cpu";
+  bool keep_locations = false;
 };
 
 // safetensors' dtype names (safetensors/src/tensor.rs Dtype, as safetensors.torch maps them).
@@ -421,12 +431,59 @@ int export_npy(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
   return 0;
 }
 
+// pthload::save writes the file (under a temporary name, synced, renamed into place) and decides
+// what it can hold: the tensors it leaves out with --skip-unsupported come back in its report.
+int export_pt(const pthload::Checkpoint& checkpoint, const ExportArgs& args) {
+  refuse_overwriting_input(std::span(&args.out, 1), args);
+  // The file's size is known only when the writer starts: the bar is made at its first call.
+  std::optional<Progress> progress;
+  std::uint64_t shown = 0;
+  const pthload::SaveOptions options{
+      .nest_dotted_names = args.nest,
+      .compact_views = args.compact,
+      .alignment = args.alignment,
+      .location = args.location,
+      .keep_locations = args.keep_locations,
+      .skip_unsupported = args.skip_unsupported,
+      .progress =
+          [&](std::uint64_t written, std::uint64_t total) {
+            if (!progress) progress.emplace("export", total);
+            progress->advance(written - std::min(shown, written));
+            shown = written;
+          },
+  };
+  pthload::SaveReport report;
+  try {
+    report = pthload::save(args.out, checkpoint, options);
+  } catch (const pthload::Error& e) {
+    if (e.code() != pthload::Errc::kSaveUnsupportedTensor || args.skip_unsupported) throw;
+    // As the other targets say it: the library names its option, the tool its flag.
+    pthload::Error named = e;
+    if (named.context().path.empty()) named.context().path = args.path;
+    std::string text = named.what();
+    if (const auto at = text.find("(skip_unsupported "); at != std::string::npos) {
+      text.replace(at + 1, std::string_view("skip_unsupported").size(), "--skip-unsupported");
+    } else {
+      text += "; --skip-unsupported leaves such tensors out";
+    }
+    throw CliError(text);
+  }
+  if (progress) progress->clear();
+  for (const auto& what : report.skipped)
+    std::cerr << fmt::format("pthinspect: skipped {}\n", what);
+  std::cout << fmt::format("exported {} tensors ({}) to {}\n", report.tensors,
+                           human_bytes(report.bytes), args.out);
+  return 0;
+}
+
 int run_export(const ExportArgs& args) {
   if (!args.max_shard_size.empty() && args.to != "safetensors")
     throw CliError("--max-shard-size applies to --to safetensors only");
   // Zero-copy views of the mapped file: the bytes are read once, straight into the output.
-  const pthload::Checkpoint checkpoint =
-      pthload::load(args.path, {.map_location = pthload::map_to("cpu")});
+  pthload::LoadOptions options{.map_location = pthload::map_to("cpu")};
+  apply_choose_options(args.choose, options);
+  const pthload::Checkpoint checkpoint = pthload::load(args.path, options);
+  if (args.to == "pt") return export_pt(checkpoint, args);
   return args.to == "npy" ? export_npy(checkpoint, args) : export_safetensors(checkpoint, args);
 }
 
@@ -445,19 +502,49 @@ int run_export_naming_file(const ExportArgs& args) {
 Command add_export_command(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   auto* cmd = app.add_subcommand(
-      "export", "Write the tensors as safetensors (one file, or shards + index) or .npy files");
+      "export",
+      "Write the tensors as safetensors (one file, or shards + index), .npy files, or a "
+      "torch.save file (--to pt) that torch.load reads");
   cmd->add_option("file", args->path, "checkpoint")->required();
-  cmd->add_option("out", args->out, "output file (safetensors) or directory (npy)")->required();
-  cmd->add_option("--to", args->to, "safetensors | npy")
+  cmd->add_option("out", args->out, "output file (safetensors, pt) or directory (npy)")->required();
+  cmd->add_option("--to", args->to, "safetensors | npy | pt")
       ->required()
-      ->check(CLI::IsMember({"safetensors", "npy"}));
+      ->check(CLI::IsMember({"safetensors", "npy", "pt"}));
   cmd->add_option("--max-shard-size", args->max_shard_size,
                   "split into shards of at most this size (5GB, 500MB, 2GiB) plus "
                   "OUT.index.json, as transformers writes them");
   cmd->add_flag("--skip-unsupported", args->skip_unsupported,
                 "leave out (and name on stderr) tensors the format cannot hold, instead of "
                 "failing");
-  return {cmd, [args] { return run_export_naming_file(*args); }};
+  add_choose_options(*cmd, args->choose);
+  // The options of --to pt (pthload::SaveOptions), refused with the other targets.
+  const std::vector<std::pair<std::string, CLI::Option*>> pt_only{
+      {"--nest", cmd->add_flag("--nest", args->nest,
+                               "pt: dotted names become nested dicts ({\"enc\": {\"0\": ...}}) "
+                               "instead of one flat dict; pthload reads the same names back")},
+      {"--compact", cmd->add_flag("--compact", args->compact,
+                                  "pt: each tensor its own contiguous storage of exactly its "
+                                  "elements, instead of views keeping their whole storage")},
+      {"--alignment",
+       cmd->add_option("--alignment", args->alignment,
+                       "pt: storage payloads start at multiples of N bytes, a power of two "
+                       "from 64 (torch's, the default) to 65536 (4096: GPUDirect Storage)")
+           ->type_name("N")},
+      {"--location", cmd->add_option("--location", args->location,
+                                     "pt: the location tag written for every storage (cpu, the "
+                                     "default; cuda:0, mps, ...): where torch.load puts it")
+                         ->type_name("TAG")},
+      {"--keep-locations",
+       cmd->add_flag("--keep-locations", args->keep_locations,
+                     "pt: each storage keeps the tag it had in FILE (cuda:1 stays cuda:1)")},
+  };
+  return {cmd, [args, pt_only] {
+            for (const auto& [name, option] : pt_only) {
+              if (option->count() > 0 && args->to != "pt")
+                throw CliError(fmt::format("{} applies to --to pt only", name));
+            }
+            return run_export_naming_file(*args);
+          }};
 }
 
 }  // namespace pthinspect
