@@ -52,9 +52,9 @@ extern "C" {
 /** The version of this header; pthload_version() gives the library's. meson.build refuses to
  *  configure where these disagree with the project's version and soname. */
 #define PTHLOAD_VERSION_MAJOR 0
-#define PTHLOAD_VERSION_MINOR 3
+#define PTHLOAD_VERSION_MINOR 4
 #define PTHLOAD_VERSION_PATCH 0
-#define PTHLOAD_VERSION_STRING "0.3.0"
+#define PTHLOAD_VERSION_STRING "0.4.0"
 /** The soname's major (libpthload.so.2): it changes exactly when a program built against an
  *  earlier header may not work with this library (docs/compatibility.md). */
 #define PTHLOAD_SOVERSION 2

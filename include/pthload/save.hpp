@@ -43,9 +43,9 @@ struct SaveOptions {
   /// ("a" and "a.b") is then refused. Default: one flat dict keyed by the full names, as
   /// model.state_dict() is. Either way pthload reads the same names back.
   bool nest_dotted_names = false;
-  /// Write each tensor as its own contiguous storage of exactly its elements. Default: as torch
-  /// does, a view keeps its whole storage, offset and strides, and tensors sharing a storage share
-  /// it in the file (written once).
+  /// Write each tensor as its own contiguous storage of exactly its elements (one tensor under
+  /// two names, tied weights, stays one). Default: as torch does, a view keeps its whole storage,
+  /// offset and strides, and tensors sharing a storage share it in the file (written once).
   bool compact_views = false;
   /// Where storage payloads start in the file: a power of two from 64 (torch's) to 65 536; 4 096
   /// lets GPUDirect Storage read them in place. The `.storage_alignment` record says it, so torch's

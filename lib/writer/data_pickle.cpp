@@ -6,6 +6,7 @@
 // does, so a flat state dict of CPU tensors comes out byte for byte as torch.save's.
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -109,7 +110,7 @@ Node build_tree(const Plan& plan, bool nest) {
 
 class DataPickle {
  public:
-  explicit DataPickle(const Plan& plan) : plan_(plan), memo_(plan.tensors.size(), 0) {}
+  explicit DataPickle(const Plan& plan) : plan_(plan), memo_(plan.tensors.size(), kNotPickled) {}
 
   std::string take() {
     pickler_.stop();
@@ -146,9 +147,11 @@ class DataPickle {
 
   void tensor(std::size_t index) {
     const PlannedTensor& tensor = plan_.tensors[index];
-    if (tensor.same_as != SIZE_MAX) {
-      pickler_.get(memo_[tensor.same_as]);
-      memo_[index] = memo_[tensor.same_as];
+    // One object per group of names for the same tensor: the first one pickled (which, nested,
+    // need not be the first in the plan) is written, the others refer back to it.
+    const std::size_t group = tensor.same_as != SIZE_MAX ? tensor.same_as : index;
+    if (memo_[group] != kNotPickled) {
+      pickler_.get(memo_[group]);
       return;
     }
     const PlannedStorage& storage = plan_.storages[tensor.storage];
@@ -181,7 +184,7 @@ class DataPickle {
     if (storage_class.empty()) pickler_.global("torch", dtype_name(tensor.dtype));
     pickler_.tuple(storage_class.empty() ? 7 : 6);
     pickler_.reduce();
-    memo_[index] = pickler_.last_memo();
+    memo_[group] = pickler_.last_memo();
   }
 
  private:
@@ -192,15 +195,48 @@ class DataPickle {
     pickler_.tuple(values.size());
   }
 
+  static constexpr std::uint32_t kNotPickled = UINT32_MAX;
+
   const Plan& plan_;
   Pickler pickler_;
-  std::vector<std::uint32_t> memo_;  // tensor → the memo entry of its REDUCE
+  std::vector<std::uint32_t> memo_;  // first tensor of a group → the memo entry of its REDUCE
 };
+
+// The tensors in the order the pickle holds them: the tree's, depth first.
+void pickled_order(const Node& node, std::vector<std::size_t>& order) {
+  if (node.tensor != SIZE_MAX) order.push_back(node.tensor);
+  for (const auto& [name, child] : node.children)
+    pickled_order(*child, order);
+}
+
+// torch.save numbers storages and writes their records in the order the pickle first names
+// them, and torch.load's calculate_storage_offsets predicts each record's place from that order
+// (data/0 first, then each in turn): nesting regroups the names, so the plan's storages are
+// renumbered and reordered to the pickle's order.
+void order_storages_as_pickled(Plan& plan, std::span<const std::size_t> order) {
+  std::vector<std::size_t> new_index(plan.storages.size(), SIZE_MAX);
+  std::vector<PlannedStorage> storages;
+  storages.reserve(plan.storages.size());
+  for (const std::size_t t : order) {
+    const std::size_t old = plan.tensors[t].storage;
+    if (new_index[old] != SIZE_MAX) continue;
+    new_index[old] = storages.size();
+    storages.push_back(std::move(plan.storages[old]));
+    storages.back().key = fmt::to_string(new_index[old]);
+  }
+  for (PlannedTensor& tensor : plan.tensors)
+    tensor.storage = new_index[tensor.storage];
+  plan.storages = std::move(storages);
+}
 
 }  // namespace
 
-std::string data_pickle(const Plan& plan, const SaveOptions& options) {
+std::string data_pickle(Plan& plan, const SaveOptions& options) {
   const Node root = build_tree(plan, options.nest_dotted_names);
+  std::vector<std::size_t> order;
+  order.reserve(plan.tensors.size());
+  pickled_order(root, order);
+  order_storages_as_pickled(plan, order);
   DataPickle pickle(plan);
   // torch.save(tensor) pickles the tensor itself: a checkpoint of one unnamed tensor (its root)
   // is written back that way.

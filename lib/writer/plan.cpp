@@ -11,8 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/access.hpp"
+#include "checkpoint/state.hpp"
 #include "common/checked.hpp"
 #include "pthload/error.hpp"
+#include "pthload/limits.hpp"
 
 namespace pthload::writer {
 namespace {
@@ -34,6 +37,9 @@ struct Input {
   std::uint64_t storage_nbytes = 0;
   std::string_view source_location;  // the file's tag, for keep_locations
   const Tensor* tensor = nullptr;
+  // compact_views writes what a view shows: one that overlaps itself (stride 0) may show far
+  // more than its storage holds, so it is bounded as reading it is (Tensor::contiguous_bytes).
+  std::uint64_t max_overlapping_view_bytes = Limits{}.max_overlapping_view_bytes;
 };
 
 std::vector<std::int64_t> contiguous_strides(std::span<const std::int64_t> sizes) {
@@ -123,10 +129,13 @@ class Planner {
                                dtype_name(input.dtype), element, input.storage_nbytes));
       }
     }
-    std::uint64_t numel = 1;
-    for (const auto size : input.sizes)
-      numel *= static_cast<std::uint64_t>(size);  // no overflow: the extent above was checked
-    if (extent == 0) numel = 0;
+    // Not bounded by the extent: a view with a stride of 0 shows more elements than it spans.
+    std::uint64_t numel = extent == 0 ? 0 : 1;
+    for (const auto size : input.sizes) {
+      const auto product = common::checked_mul(numel, static_cast<std::uint64_t>(size));
+      if (!product) bad_tensor(input.name, "its element count overflows 64 bits");
+      numel = *product;
+    }
 
     PlannedTensor planned{.name = input.name,
                           .dtype = input.dtype,
@@ -155,6 +164,14 @@ class Planner {
     }
 
     if (options_.compact_views) {
+      const auto shown = common::checked_mul(numel, element);
+      if (extent < numel && (!shown || *shown > input.max_overlapping_view_bytes)) {
+        bad_tensor(input.name,
+                   fmt::format("it overlaps itself (a stride of 0) and shows {} elements of {} "
+                               "bytes, more than Limits::max_overlapping_view_bytes ({}) lets "
+                               "compact_views write",
+                               numel, element, input.max_overlapping_view_bytes));
+      }
       PlannedStorage storage = new_storage(input, numel * element);
       storage.gathered = true;
       storage.gather = Gather{.sizes = planned.sizes,
@@ -278,16 +295,18 @@ Plan plan_save(std::span<const NamedTensor> tensors, const SaveOptions& options)
                       "(Checkpoint::to(Device::cpu()) first)",
                       name, storage.device().to_string()));
     }
-    planner.add(Input{.name = name,
-                      .dtype = tensor.dtype(),
-                      .sizes = tensor.sizes(),
-                      .strides = tensor.strides(),
-                      .storage_offset = tensor.storage_offset(),
-                      .requires_grad = tensor.requires_grad(),
-                      .storage = &storage,
-                      .storage_nbytes = storage.nbytes(),
-                      .source_location = storage.location(),
-                      .tensor = &tensor});
+    planner.add(Input{
+        .name = name,
+        .dtype = tensor.dtype(),
+        .sizes = tensor.sizes(),
+        .strides = tensor.strides(),
+        .storage_offset = tensor.storage_offset(),
+        .requires_grad = tensor.requires_grad(),
+        .storage = &storage,
+        .storage_nbytes = storage.nbytes(),
+        .source_location = storage.location(),
+        .tensor = &tensor,
+        .max_overlapping_view_bytes = internal::Access::state(storage).max_overlapping_view_bytes});
   }
   return planner.take();
 }

@@ -59,9 +59,10 @@ struct Plan {
 [[nodiscard]] Plan plan_save(std::span<const MemoryTensor> tensors, const SaveOptions& options);
 
 /// data.pkl: a dict of the plan's tensors by name (nested by dots when asked), or the tensor
-/// alone when the plan is one tensor named "". Throws FormatError(kSaveNameCollision),
-/// FormatError(kSaveBadTensor) for a name that is not UTF-8.
-[[nodiscard]] std::string data_pickle(const Plan& plan, const SaveOptions& options);
+/// alone when the plan is one tensor named "". Renumbers and reorders the plan's storages to
+/// the order the pickle first names them, which is the order their records must have. Throws
+/// FormatError(kSaveNameCollision), FormatError(kSaveBadTensor) for a name that is not UTF-8.
+[[nodiscard]] std::string data_pickle(Plan& plan, const SaveOptions& options);
 
 /// torch's legacy storage class for `dtype` ("FloatStorage"), or "" for the dtypes torch writes
 /// as an UntypedStorage with _rebuild_tensor_v3 (torch.storage._new_dtypes: uint16/32/64,

@@ -245,22 +245,23 @@ class Writer {
   std::uint64_t total_ = 0;
 };
 
-SaveReport write_plan(const Plan& plan, const SaveOptions& options, writer::Output& output,
-                      const std::string& archive) {
+// Plans and pickles before the output exists: what save() refuses leaves no temporary file.
+template <typename Tensors>
+std::pair<Plan, std::string> plan_and_pickle(Tensors tensors, const SaveOptions& options) {
+  check_options(options);
+  Plan plan = writer::plan_save(tensors, options);
   std::string pickle = writer::data_pickle(plan, options);
-  Writer writer(plan, options, output, archive);
-  return writer.write(std::move(pickle));
+  return {std::move(plan), std::move(pickle)};
 }
 
 template <typename Tensors>
 SaveReport save_to_path(const std::filesystem::path& path, Tensors tensors,
                         const SaveOptions& options) {
-  check_options(options);
   const std::string archive = archive_name(options, &path);
-  const Plan plan = writer::plan_save(tensors, options);
+  auto [plan, pickle] = plan_and_pickle(tensors, options);
   try {
     const auto output = writer::file_output(path);
-    return write_plan(plan, options, *output, archive);
+    return Writer(plan, options, *output, archive).write(std::move(pickle));
   } catch (Error& e) {
     if (e.context().path.empty()) e.context().path = path.string();
     throw;
@@ -269,11 +270,10 @@ SaveReport save_to_path(const std::filesystem::path& path, Tensors tensors,
 
 template <typename Tensors>
 SaveReport save_to_sink(const SaveSink& sink, Tensors tensors, const SaveOptions& options) {
-  check_options(options);
   const std::string archive = archive_name(options, nullptr);
-  const Plan plan = writer::plan_save(tensors, options);
+  auto [plan, pickle] = plan_and_pickle(tensors, options);
   const auto output = writer::sink_output(sink);
-  return write_plan(plan, options, *output, archive);
+  return Writer(plan, options, *output, archive).write(std::move(pickle));
 }
 
 }  // namespace

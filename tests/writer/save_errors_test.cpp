@@ -62,6 +62,20 @@ TEST_CASE("a tensor outside its storage, or a storage shared two ways, is refuse
           .size() > 0);
 }
 
+TEST_CASE("compact_views bounds what a view overlapping itself may expand to") {
+  // 2^31 floats shown by a stride of 0 over one: 8 GiB to write, from 16 bytes.
+  const std::vector<MemoryTensor> expanded{
+      {.name = "x", .sizes = {std::int64_t{1} << 31}, .strides = {0}, .storage = storage()}};
+  CHECK(saved_bytes(expanded).size() < 4096);  // as torch: the storage, once
+  CHECK(save_error(expanded, {.compact_views = true}).code() == Errc::kSaveBadTensor);
+  // Element counts past 2^64 are refused either way.
+  CHECK(save_error({{.name = "x",
+                     .sizes = {std::int64_t{1} << 40, std::int64_t{1} << 40},
+                     .strides = {0, 0},
+                     .storage = storage()}})
+            .code() == Errc::kSaveBadTensor);
+}
+
 TEST_CASE("names: duplicates, nesting conflicts and text that is not UTF-8") {
   CHECK(save_error({{.name = "a", .sizes = {1}, .storage = storage()},
                     {.name = "a", .sizes = {1}, .storage = storage()}})

@@ -111,6 +111,45 @@ TEST_CASE("nest_dotted_names writes nested dicts that read back under the same n
   CHECK(text.find("enc") != std::string_view::npos);
 }
 
+// torch.load's calculate_storage_offsets predicts data/0 first, then each record in the order
+// the pickle first names its storage: a file must keep that order even when nesting regroups
+// the names, and a tied name met before its first must still be one object.
+void check_records_in_pickle_order(std::span<const std::byte> bytes) {
+  const Checkpoint opened = open(bytes);
+  const auto records = RecordReader::open(bytes);
+  std::uint64_t last = 0;
+  for (std::size_t i = 0; i < opened.storages().size(); ++i) {
+    const auto& storage = *opened.storages()[i];
+    CHECK(storage.key() == std::to_string(i));
+    const RecordInfo* record = records.find("archive/data/" + std::string(storage.key()));
+    REQUIRE(record != nullptr);
+    CHECK(record->payload_offset > last);
+    last = record->payload_offset;
+  }
+}
+
+TEST_CASE("nesting regroups names: storages are numbered and written in the pickle's order") {
+  const std::vector<float> a{1, 2};
+  const std::vector<float> b{3, 4};
+  const std::vector<float> c{5, 6};
+  const std::vector<MemoryTensor> tensors{
+      {.name = "x.a", .sizes = {2}, .storage = bytes_of(a)},
+      {.name = "b", .sizes = {2}, .storage = bytes_of(b)},
+      {.name = "x.c", .sizes = {2}, .storage = bytes_of(c)},
+      {.name = "x.tied_b", .sizes = {2}, .storage = bytes_of(b)},
+  };
+  for (const bool nest : {false, true}) {
+    CAPTURE(nest);
+    const auto bytes = saved_bytes(tensors, {.nest_dotted_names = nest});
+    check_records_in_pickle_order(bytes);
+    const Checkpoint loaded = reload(bytes);
+    CHECK(floats_of(loaded.tensor("x.c")) == c);
+    CHECK(floats_of(loaded.tensor("b")) == b);
+    CHECK(&loaded.tensor("b").storage() == &loaded.tensor("x.tied_b").storage());
+    CHECK(loaded.storages().size() == 3);
+  }
+}
+
 TEST_CASE("every dtype torch writes comes back, the new ones through UntypedStorage") {
   const std::array<std::byte, 16> storage{};
   for (const Dtype dtype : {Dtype::kFloat64,        Dtype::kFloat32,        Dtype::kFloat16,
