@@ -14,12 +14,12 @@ namespace pthload {
 /// Stable error codes, grouped by layer: 1xx input/output and common limits, 2xx zip,
 /// 3xx pickle, 4xx torch, 5xx device, 6xx legacy (pre-1.6) streams, 7xx safetensors, 8xx sets
 /// of files (shards), 9xx the C API and DLPack, 10xx choosing what to load, 11xx
-/// torch.distributed.checkpoint directories, 12xx writing checkpoints (save.hpp). Never renumbered once released; the C API
-/// returns them unchanged (0 = ok). Error::code() gives one; errc_name() its name. The code says
-/// what went wrong, the exception's class what kind of failure it is (FormatError for malformed
-/// input, UnsupportedError for valid input pthload does not handle, ...). A few codes come with
-/// more than one class: kDeviceBadOptions is a DeviceError for CudaOptions and an
-/// UnsupportedError for LoadOptions::floating_dtype.
+/// torch.distributed.checkpoint directories, 12xx writing checkpoints (save.hpp). Never renumbered
+/// once released; the C API returns them unchanged (0 = ok). Error::code() gives one; errc_name()
+/// its name. The code says what went wrong, the exception's class what kind of failure it is
+/// (FormatError for malformed input, UnsupportedError for valid input pthload does not handle,
+/// ...). A few codes come with more than one class: kDeviceBadOptions is a DeviceError for
+/// CudaOptions and an UnsupportedError for LoadOptions::floating_dtype.
 enum class Errc : int {
   kOk = 0,  ///< no error: what the C API returns on success; no Error carries it
 

@@ -40,6 +40,10 @@ ssize_t write(int fd, const void* buffer, std::size_t bytes) noexcept {
   return ::write(fd, buffer, bytes);
 }
 
+bool write_hooked() noexcept {
+  return installed_write.load(std::memory_order_relaxed) != nullptr;
+}
+
 bool allocation_fails(std::size_t bytes) noexcept {
   const auto hook = installed_failure.load(std::memory_order_relaxed);
   return hook != nullptr && hook(bytes);

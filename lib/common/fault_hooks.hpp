@@ -28,6 +28,9 @@ void set_allocation_failure(AllocationFailure fail) noexcept;
 ssize_t read(int fd, void* buffer, std::size_t bytes, off_t offset) noexcept;
 /// What the writer calls: the installed function, or ::write.
 ssize_t write(int fd, const void* buffer, std::size_t bytes) noexcept;
+/// Whether a write function is installed: the writer then writes every byte through it, never
+/// copying in the kernel (copy_file_range), so a test's fault reaches every path.
+bool write_hooked() noexcept;
 /// Whether the installed hook says this allocation fails.
 bool allocation_fails(std::size_t bytes) noexcept;
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -66,20 +67,37 @@ struct Node {
   throw FormatError(Errc::kSaveNameCollision, what);
 }
 
-Node build_tree(const Plan& plan, bool nest) {
+void check_utf8(std::string_view name) {
+  if (pickle::text::is_ascii(name)) return;
+  if (pickle::text::check_utf8(name) != pickle::text::Utf8::kValid) {
+    throw FormatError(
+        Errc::kSaveBadTensor,
+        fmt::format("tensor name '{}' is not valid UTF-8; torch.load decodes names as UTF-8",
+                    name));
+  }
+}
+
+void check_flat_names(const Plan& plan) {
+  std::unordered_set<std::string_view> names;
+  names.reserve(plan.tensors.size());
+  for (const PlannedTensor& tensor : plan.tensors) {
+    check_utf8(tensor.name);
+    if (!names.insert(tensor.name).second) {
+      collision(fmt::format("two tensors are named '{}'; a dict holds one per name", tensor.name));
+    }
+  }
+}
+
+// Nested dicts by the dots of the names.
+Node build_tree(const Plan& plan) {
   Node root;
   for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
     const std::string_view name = plan.tensors[t].name;
-    if (pickle::text::check_utf8(name) != pickle::text::Utf8::kValid) {
-      throw FormatError(Errc::kSaveBadTensor,
-                        fmt::format("tensor name '{}' is not valid UTF-8; torch.load decodes "
-                                    "names as UTF-8",
-                                    name));
-    }
+    check_utf8(name);
     Node* node = &root;
     std::size_t start = 0;
     while (true) {
-      const std::size_t dot = nest ? name.find('.', start) : std::string_view::npos;
+      const std::size_t dot = name.find('.', start);
       const std::string_view part = name.substr(start, dot - start);
       auto found = node->index.find(part);
       if (found == node->index.end()) {
@@ -117,24 +135,39 @@ class DataPickle {
     return pickler_.take();
   }
 
-  void dict(const Node& node) {
+  // A dict of `count` entries: key(i) and value(i) push each. CPython's _batch_setitems: runs
+  // of up to 1000 pairs, SETITEM for a run of one.
+  template <typename Key, typename Value>
+  void dict(std::size_t count, const Key& key, const Value& value) {
     pickler_.empty_dict();
-    // CPython's _batch_setitems: runs of up to 1000 pairs, SETITEM for a run of one.
     constexpr std::size_t kBatch = 1000;
-    const auto& children = node.children;
-    for (std::size_t first = 0; first < children.size(); first += kBatch) {
-      const std::size_t count = std::min(kBatch, children.size() - first);
-      if (count > 1) pickler_.mark();
-      for (std::size_t i = first; i < first + count; ++i) {
-        pickler_.text(children[i].first);
-        value(*children[i].second);
+    for (std::size_t first = 0; first < count; first += kBatch) {
+      const std::size_t run = std::min(kBatch, count - first);
+      if (run > 1) pickler_.mark();
+      for (std::size_t i = first; i < first + run; ++i) {
+        pickler_.text(key(i));
+        value(i);
       }
-      if (count > 1) {
+      if (run > 1) {
         pickler_.setitems();
       } else {
         pickler_.setitem();
       }
     }
+  }
+
+  void dict(const Node& node) {
+    dict(
+        node.children.size(),
+        [&](std::size_t i) { return std::string_view(node.children[i].first); },
+        [&](std::size_t i) { value(*node.children[i].second); });
+  }
+
+  // The plan's tensors by their full names, in the plan's order: no tree to build.
+  void flat_dict() {
+    dict(
+        plan_.tensors.size(), [&](std::size_t i) { return plan_.tensors[i].name; },
+        [&](std::size_t i) { tensor(i); });
   }
 
   void value(const Node& node) {
@@ -232,19 +265,26 @@ void order_storages_as_pickled(Plan& plan, std::span<const std::size_t> order) {
 }  // namespace
 
 std::string data_pickle(Plan& plan, const SaveOptions& options) {
-  const Node root = build_tree(plan, options.nest_dotted_names);
+  if (!options.nest_dotted_names) {
+    // Flat: the storages are already numbered in the order the tensors name them.
+    check_flat_names(plan);
+    DataPickle pickle(plan);
+    // torch.save(tensor) pickles the tensor itself: a checkpoint of one unnamed tensor (its
+    // root) is written back that way.
+    if (plan.tensors.size() == 1 && plan.tensors.front().name.empty()) {
+      pickle.tensor(0);
+    } else {
+      pickle.flat_dict();
+    }
+    return pickle.take();
+  }
+  const Node root = build_tree(plan);
   std::vector<std::size_t> order;
   order.reserve(plan.tensors.size());
   pickled_order(root, order);
   order_storages_as_pickled(plan, order);
   DataPickle pickle(plan);
-  // torch.save(tensor) pickles the tensor itself: a checkpoint of one unnamed tensor (its root)
-  // is written back that way.
-  if (plan.tensors.size() == 1 && plan.tensors.front().name.empty() && !options.nest_dotted_names) {
-    pickle.tensor(0);
-  } else {
-    pickle.dict(root);
-  }
+  pickle.dict(root);
   return pickle.take();
 }
 

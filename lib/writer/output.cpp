@@ -72,6 +72,34 @@ class FileOutput final : public Output {
     }
   }
 
+  void deliver_copy(std::span<const std::byte> bytes, int fd, std::uint64_t offset) override {
+    if (!copy_in_kernel_ || common::fault_hooks::write_hooked()) {
+      deliver(bytes);
+      return;
+    }
+    while (!bytes.empty()) {
+      auto from = static_cast<loff_t>(offset);
+      const ssize_t copied = ::copy_file_range(fd, &from, fd_, nullptr, bytes.size(), 0);
+      if (copied < 0 && errno == EINTR) continue;
+      if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP ||
+                         errno == EINVAL || errno == EBADF)) {
+        // Another file system (before Linux 5.19), or one that cannot: write the bytes.
+        copy_in_kernel_ = false;
+        deliver(bytes);
+        return;
+      }
+      if (copied < 0) fail(fmt::format("write failed: {}", errno_text(errno)), written_);
+      if (copied == 0) {
+        // The source shrank since `bytes` were read from it: write what was read.
+        deliver(bytes);
+        return;
+      }
+      bytes = bytes.subspan(static_cast<std::size_t>(copied));
+      offset += static_cast<std::uint64_t>(copied);
+      written_ += static_cast<std::uint64_t>(copied);
+    }
+  }
+
   void commit() override {
     if (::fsync(fd_) != 0) fail(fmt::format("fsync failed: {}", errno_text(errno)), written_);
     const int fd = std::exchange(fd_, -1);
@@ -93,6 +121,7 @@ class FileOutput final : public Output {
   std::filesystem::path path_;
   std::string temporary_;  // empty once renamed (or never made)
   int fd_ = -1;
+  bool copy_in_kernel_ = true;  // until the kernel says it cannot
   std::uint64_t written_ = 0;
 };
 
@@ -132,6 +161,12 @@ void Output::write(std::span<const std::byte> bytes) {
   if (bytes.size() > buffer_.size() - buffered_) flush();
   std::copy(bytes.begin(), bytes.end(), buffer_.begin() + static_cast<std::ptrdiff_t>(buffered_));
   buffered_ += bytes.size();
+}
+
+void Output::write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
+  flush();
+  offset_ += bytes.size();
+  deliver_copy(bytes, fd, offset);
 }
 
 void Output::fill(std::byte byte, std::uint64_t count) {

@@ -24,6 +24,10 @@ class Output {
 
   /// Appends `bytes` (copied into the buffer when small, handed on whole when large).
   void write(std::span<const std::byte> bytes);
+  /// Appends `bytes`, which are also bytes [offset, offset + bytes.size()) of the open file
+  /// `fd`: a file output copies them in the kernel (copy_file_range, what cp does: no copy
+  /// through this process), falling back to writing `bytes` where the kernel cannot.
+  void write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset);
   /// Appends `count` copies of `byte`.
   void fill(std::byte byte, std::uint64_t count);
   /// Everything buffered handed on; then the destination made durable and visible
@@ -36,6 +40,12 @@ class Output {
   explicit Output(std::string where);
   /// Hands `bytes` on, all of them, or throws.
   virtual void deliver(std::span<const std::byte> bytes) = 0;
+  /// Hands on `bytes`, which the file `fd` holds at `offset`; by default as deliver().
+  virtual void deliver_copy(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
+    (void)fd;
+    (void)offset;
+    deliver(bytes);
+  }
   virtual void commit() = 0;
   /// The error for a failure `what` at byte `offset` of the output.
   [[noreturn]] void fail(const std::string& what, std::uint64_t offset) const;

@@ -4,9 +4,11 @@
 #include "writer/plan.hpp"
 
 #include <algorithm>
-#include <map>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -148,19 +150,30 @@ class Planner {
                                  : StorageIdentity{input.memory.data(), input.memory.size(), false};
 
     // One tensor under two names: written once, referred back to (torch does so for one
-    // object). Found by what it is, so tied weights read from any format stay tied.
-    const auto same =
-        tensors_.find(std::tuple(identity, planned.dtype, planned.sizes, planned.strides,
-                                 planned.storage_offset, planned.requires_grad));
-    if (same != tensors_.end() && input.storage_nbytes > 0) {
-      planned.storage = plan_.tensors[same->second].storage;
-      planned.same_as = same->second;
-      if (options_.compact_views) {
-        planned.strides = plan_.tensors[same->second].strides;
-        planned.storage_offset = 0;
+    // object). Found by what it is, so tied weights read from any format stay tied. Looked for
+    // among the tensors over the same storage only: most storages have one.
+    // An empty caller span is nobody's storage: two of them are not one shared storage.
+    const bool shareable = input.storage != nullptr || !input.memory.empty();
+    const std::uint64_t view_hash = hash_view(identity, planned);
+    if (shareable && input.storage_nbytes > 0) {
+      const auto [first, last] = views_.equal_range(view_hash);
+      for (auto it = first; it != last; ++it) {
+        const std::size_t earlier = it->second;
+        if (identities_[earlier] != identity || !same_view(earlier, planned)) continue;
+        planned.storage = plan_.tensors[earlier].storage;
+        planned.same_as = earlier;
+        if (options_.compact_views) {
+          planned.strides = plan_.tensors[earlier].strides;
+          planned.storage_offset = 0;
+        }
+        identities_.push_back(identity);
+        plan_.tensors.push_back(std::move(planned));
+        return;
       }
-      plan_.tensors.push_back(std::move(planned));
-      return;
+    }
+    std::size_t* shared = nullptr;  // the storage planned for this identity, SIZE_MAX if none
+    if (shareable && !options_.compact_views) {
+      shared = &storage_of_.try_emplace(identity, SIZE_MAX).first->second;
     }
 
     if (options_.compact_views) {
@@ -173,49 +186,41 @@ class Planner {
                                numel, element, input.max_overlapping_view_bytes));
       }
       PlannedStorage storage = new_storage(input, numel * element);
-      storage.gathered = true;
-      storage.gather = Gather{.sizes = planned.sizes,
-                              .strides = planned.strides,
-                              .offset = planned.storage_offset,
-                              .element_size = element,
-                              .tensor = input.tensor};
+      storage.gather = std::make_unique<Gather>(Gather{.sizes = planned.sizes,
+                                                       .strides = planned.strides,
+                                                       .offset = planned.storage_offset,
+                                                       .element_size = element,
+                                                       .tensor = input.tensor});
       planned.strides = contiguous_strides(planned.sizes);
       planned.storage_offset = 0;
       planned.storage = plan_.storages.size();
       plan_.storages.push_back(std::move(storage));
+    } else if (shared == nullptr || *shared == SIZE_MAX) {
+      if (!legacy_storage_class(input.dtype).empty() && input.storage_nbytes % element != 0) {
+        bad_tensor(input.name, fmt::format("its storage of {} bytes is no whole number of {} "
+                                           "elements ({} bytes each)",
+                                           input.storage_nbytes, dtype_name(input.dtype), element));
+      }
+      planned.storage = plan_.storages.size();
+      plan_.storages.push_back(new_storage(input, input.storage_nbytes));
+      if (shared != nullptr) *shared = planned.storage;
     } else {
-      // An empty caller span is nobody's storage: two of them are not one shared storage.
-      const bool shareable = input.storage != nullptr || !input.memory.empty();
-      const auto found = shareable ? storages_.find(identity) : storages_.end();
-      if (found == storages_.end()) {
-        if (!legacy_storage_class(input.dtype).empty() && input.storage_nbytes % element != 0) {
-          bad_tensor(input.name,
-                     fmt::format("its storage of {} bytes is no whole number of {} "
-                                 "elements ({} bytes each)",
-                                 input.storage_nbytes, dtype_name(input.dtype), element));
-        }
-        planned.storage = plan_.storages.size();
-        plan_.storages.push_back(new_storage(input, input.storage_nbytes));
-        if (shareable) storages_.emplace(identity, planned.storage);
-      } else {
-        planned.storage = found->second;
-        const PlannedStorage& storage = plan_.storages[found->second];
-        if (storage.dtype != input.dtype) {
-          bad_tensor(input.name,
-                     fmt::format("it views storage {} as {}, which another tensor views as {}; "
-                                 "a storage has one dtype in a torch.save file (torch.save "
-                                 "refuses this too)",
-                                 storage.key, dtype_name(input.dtype), dtype_name(storage.dtype)));
-        }
-        if (storage.nbytes != input.storage_nbytes) {
-          bad_tensor(input.name, fmt::format("its storage of {} bytes is also used as {} bytes",
-                                             input.storage_nbytes, storage.nbytes));
-        }
+      planned.storage = *shared;
+      const PlannedStorage& storage = plan_.storages[*shared];
+      if (storage.dtype != input.dtype) {
+        bad_tensor(input.name,
+                   fmt::format("it views storage {} as {}, which another tensor views as {}; "
+                               "a storage has one dtype in a torch.save file (torch.save "
+                               "refuses this too)",
+                               storage.key, dtype_name(input.dtype), dtype_name(storage.dtype)));
+      }
+      if (storage.nbytes != input.storage_nbytes) {
+        bad_tensor(input.name, fmt::format("its storage of {} bytes is also used as {} bytes",
+                                           input.storage_nbytes, storage.nbytes));
       }
     }
-    tensors_.emplace(std::tuple(identity, planned.dtype, planned.sizes, planned.strides,
-                                planned.storage_offset, planned.requires_grad),
-                     plan_.tensors.size());
+    if (shareable) views_.emplace(view_hash, plan_.tensors.size());
+    identities_.push_back(identity);
     plan_.tensors.push_back(std::move(planned));
   }
 
@@ -246,13 +251,49 @@ class Planner {
     return storage;
   }
 
+  // Whether `candidate` shows what the earlier tensor shows: same dtype, geometry (as given,
+  // before compact_views made it contiguous) and requires_grad, over the same storage.
+  [[nodiscard]] bool same_view(std::size_t earlier, const PlannedTensor& candidate) const {
+    const PlannedTensor& first = plan_.tensors[earlier];
+    const Gather* gather = plan_.storages[first.storage].gather.get();
+    const auto& strides = gather != nullptr ? gather->strides : first.strides;
+    const std::int64_t offset = gather != nullptr ? gather->offset : first.storage_offset;
+    return first.dtype == candidate.dtype && first.requires_grad == candidate.requires_grad &&
+           offset == candidate.storage_offset && first.sizes == candidate.sizes &&
+           strides == candidate.strides;
+  }
+
+  struct IdentityHash {
+    std::size_t operator()(const StorageIdentity& identity) const noexcept {
+      const auto [pointer, size, is_storage] = identity;
+      return std::hash<const void*>{}(pointer) ^ (std::hash<std::uint64_t>{}(size) << 1) ^
+             static_cast<std::size_t>(is_storage);
+    }
+  };
+
+  // A hash of what same_view compares, with the storage: tied names find each other in O(1)
+  // however many views a storage has (a flat parameter buffer may have thousands).
+  [[nodiscard]] static std::uint64_t hash_view(const StorageIdentity& identity,
+                                               const PlannedTensor& tensor) {
+    std::uint64_t h = IdentityHash{}(identity);
+    const auto mix = [&h](std::uint64_t value) {
+      h ^= value + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    };
+    mix(static_cast<std::uint64_t>(tensor.dtype));
+    mix(static_cast<std::uint64_t>(tensor.storage_offset));
+    mix(tensor.requires_grad ? 1 : 0);
+    for (const auto size : tensor.sizes)
+      mix(static_cast<std::uint64_t>(size));
+    for (const auto stride : tensor.strides)
+      mix(static_cast<std::uint64_t>(stride));
+    return h;
+  }
+
   const SaveOptions& options_;
   Plan plan_;
-  std::map<StorageIdentity, std::size_t> storages_;
-  std::map<std::tuple<StorageIdentity, Dtype, std::vector<std::int64_t>, std::vector<std::int64_t>,
-                      std::int64_t, bool>,
-           std::size_t>
-      tensors_;
+  std::unordered_map<StorageIdentity, std::size_t, IdentityHash> storage_of_;
+  std::unordered_multimap<std::uint64_t, std::size_t> views_;  // hash_view → tensor
+  std::vector<StorageIdentity> identities_;                    // per planned tensor
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,8 +32,9 @@ struct PlannedStorage {
   // The bytes: a checkpoint's storage, or the caller's memory.
   const Storage* storage = nullptr;
   std::span<const std::byte> memory;
-  bool gathered = false;  // compact_views: `gather` over the source, not its bytes whole
-  Gather gather;
+  /// compact_views: the tensor's elements gathered from the source, not its bytes whole (a
+  /// pointer: most storages have none, and a plan holds one per storage).
+  std::unique_ptr<Gather> gather;
 };
 
 struct PlannedTensor {

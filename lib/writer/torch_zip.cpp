@@ -135,6 +135,14 @@ void TorchZipWriter::write(std::span<const std::byte> bytes) {
   remaining_ -= bytes.size();
 }
 
+void TorchZipWriter::write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
+  assert(in_record_ && bytes.size() <= remaining_);
+  Entry& entry = entries_.back();
+  entry.crc = zip::crc32_update(entry.crc, bytes);
+  output_.write_copy_of(bytes, fd, offset);
+  remaining_ -= bytes.size();
+}
+
 void TorchZipWriter::end_record() {
   assert(in_record_ && remaining_ == 0);
   in_record_ = false;

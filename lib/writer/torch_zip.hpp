@@ -39,8 +39,13 @@ class TorchZipWriter {
   void begin_record(std::string_view name, std::uint64_t size);
   /// A part of the current record's payload.
   void write(std::span<const std::byte> bytes);
+  /// A part of the current record's payload that the file `fd` also holds at `offset`
+  /// (Output::write_copy_of).
+  void write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset);
   /// Ends the current record (all `size` bytes written): its data descriptor.
   void end_record();
+  /// The CRC-32 of the record last ended.
+  [[nodiscard]] std::uint32_t last_crc() const noexcept { return entries_.back().crc; }
   /// A whole record at once.
   void add_record(std::string_view name, std::span<const std::byte> bytes);
   /// The central directory, the zip64 end record and locator, the end record.
