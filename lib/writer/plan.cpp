@@ -44,18 +44,27 @@ struct Input {
   std::uint64_t max_overlapping_view_bytes = Limits{}.max_overlapping_view_bytes;
 };
 
-std::vector<std::int64_t> contiguous_strides(std::span<const std::int64_t> sizes) {
-  std::vector<std::int64_t> strides(sizes.size());
-  std::int64_t step = 1;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<std::int64_t>(sizes[d], 1);
-  }
-  return strides;
-}
-
 [[noreturn]] void bad_tensor(std::string_view name, const std::string& why) {
   throw FormatError(Errc::kSaveBadTensor, fmt::format("tensor '{}': {}", name, why));
+}
+
+// Row-major strides for `sizes` (a size of 0 or 1 counts as 1, as torch's). A caller's sizes may
+// be anything: a stride past 2^63 - 1 is refused, not wrapped.
+std::vector<std::int64_t> contiguous_strides(std::string_view name,
+                                             std::span<const std::int64_t> sizes) {
+  std::vector<std::int64_t> strides(sizes.size());
+  std::uint64_t step = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = static_cast<std::int64_t>(step);
+    if (d == 0) break;
+    const auto next =
+        common::checked_mul(step, static_cast<std::uint64_t>(std::max<std::int64_t>(sizes[d], 1)));
+    if (!next || *next > static_cast<std::uint64_t>(INT64_MAX)) {
+      bad_tensor(name, "its sizes' product overflows 64 bits");
+    }
+    step = *next;
+  }
+  return strides;
 }
 
 // Elements the tensor spans from its first: (size - 1) × stride summed, plus one; 0 for an
@@ -108,7 +117,7 @@ class Planner {
 
   void add(const Input& input) {
     std::vector<std::int64_t> strides =
-        input.strides.empty() ? contiguous_strides(input.sizes)
+        input.strides.empty() ? contiguous_strides(input.name, input.sizes)
                               : std::vector(input.strides.begin(), input.strides.end());
     if (strides.size() != input.sizes.size()) {
       bad_tensor(input.name,
@@ -191,7 +200,7 @@ class Planner {
                                                        .offset = planned.storage_offset,
                                                        .element_size = element,
                                                        .tensor = input.tensor});
-      planned.strides = contiguous_strides(planned.sizes);
+      planned.strides = contiguous_strides(input.name, planned.sizes);
       planned.storage_offset = 0;
       planned.storage = plan_.storages.size();
       plan_.storages.push_back(std::move(storage));
