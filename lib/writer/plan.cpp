@@ -159,8 +159,7 @@ class Planner {
                                  : StorageIdentity{input.memory.data(), input.memory.size(), false};
 
     // One tensor under two names: written once, referred back to (torch does so for one
-    // object). Found by what it is, so tied weights read from any format stay tied. Looked for
-    // among the tensors over the same storage only: most storages have one.
+    // object). Found by what it is (hash_view), so tied weights read from any format stay tied.
     // An empty caller span is nobody's storage: two of them are not one shared storage.
     const bool shareable = input.storage != nullptr || !input.memory.empty();
     const std::uint64_t view_hash = hash_view(identity, planned);
