@@ -176,20 +176,7 @@ def parse_writer_flags(words):
 def list_source(pthinspect, src, selection, timeout):
     """(listing, error): `pthinspect ls --json --checksum [selection] SRC` (tools/
     torch_crosscheck.py's run_pthinspect, with the writer's selection options)."""
-    if not selection:
-        return torch_crosscheck.run_pthinspect(pthinspect, src, timeout)
-    try:
-        proc = subprocess.run([pthinspect, "ls", "--json", "--checksum", *selection, src],
-                              capture_output=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"could not run pthinspect: {e}"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        return None, f"pthinspect ls exited {proc.returncode}: {err[0] if err else '(no message)'}"
-    try:
-        return json.loads(proc.stdout), None
-    except ValueError as e:
-        return None, f"pthinspect ls printed invalid JSON: {e}"
+    return torch_crosscheck.run_pthinspect(pthinspect, src, timeout, options=selection or ())
 
 
 # --- sources ---------------------------------------------------------------------------------

@@ -63,10 +63,11 @@ def torch_view(pt_path, expected_only=False):
     return load_expected(pt_path)
 
 
-def run_pthinspect(pthinspect, pt_path, timeout=300):
-    """(view, error): pthinspect's parsed JSON, or None and a one-line reason."""
+def run_pthinspect(pthinspect, pt_path, timeout=300, options=()):
+    """(view, error): pthinspect's parsed JSON, or None and a one-line reason. `options` go to
+    `pthinspect ls` before the path (--only, --select, ...)."""
     try:
-        proc = subprocess.run([pthinspect, "ls", "--json", "--checksum", pt_path],
+        proc = subprocess.run([pthinspect, "ls", "--json", "--checksum", *options, pt_path],
                               capture_output=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"could not run pthinspect: {e}"
