@@ -439,8 +439,9 @@ PTHLOAD_API int pthload_records_read(const pthload_records* records, size_t inde
 /* Saving (pthload::save, pthload/save.hpp; docs/capi.md): torch.save files that torch.load
  * (weights_only=True, with and without mmap=True) reads, from tensors in the caller's memory or
  * from a loaded checkpoint. The file is written atomically: under a temporary name beside `path`,
- * synced, then renamed over it; when the call fails, `path` is as it was. Memory stays bounded
- * whatever the tensors' size: their bytes are read from their storages as they are written.
+ * synced, then renamed over it (over its target when `path` is a symbolic link, which stays);
+ * when the call fails, `path` is as it was. Memory stays bounded whatever the tensors' size:
+ * their bytes are read from their storages as they are written.
  * Codes (pthload::Errc): SaveWriteFailed (1200) writing, syncing or renaming failed (the message
  * carries errno's text: a full disk says so), or a write callback failed; SaveBadTensor (1201) a
  * tensor outside its storage, or one storage shared under two dtypes or sizes;

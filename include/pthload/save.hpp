@@ -91,6 +91,8 @@ using SaveSink = std::function<void(std::span<const std::byte> bytes)>;
 ///
 /// Written atomically: into a temporary file beside `path`, flushed to disk (fsync), then
 /// renamed over `path`; when save() throws, `path` is as it was and the temporary file is gone.
+/// A `path` that is a symbolic link is written through, as torch.save's open() writes: the link
+/// stays and its target is replaced (from beside the target); a replaced file keeps its mode.
 /// Memory stays bounded (a few MiB of buffers and the pickle) whatever the tensors' size: bytes
 /// are read from their storages as they are written. Storages must be on the CPU (load(), not
 /// open(); Checkpoint::to(Device::cpu()) for GPU ones).

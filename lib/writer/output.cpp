@@ -30,9 +30,45 @@ std::string errno_text(int error) {
   return fmt::format("{} ({})", std::strerror(error), error == ENOSPC ? "ENOSPC" : "errno");
 }
 
+// The file a save to `path` replaces: torch.save's open(path, 'wb') follows symbolic links and
+// rewrites their target, so a link (a "latest.pt" pointing at "step-1000.pt") stays a link.
+// Renaming over the link itself would have turned it into a file. Followed here as the kernel
+// follows them, to a target that need not exist yet (open() would create it); 40 links deep at
+// most, the kernel's own bound (ELOOP).
+std::filesystem::path file_to_replace(const std::filesystem::path& path) {
+  constexpr int kMaxLinks = 40;
+  std::filesystem::path target = path;
+  for (int links = 0; links <= kMaxLinks; ++links) {
+    std::error_code error;
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(target, error))) {
+      return target;  // a file, a folder or nothing: what happens to it is the open's to say
+    }
+    const std::filesystem::path link = std::filesystem::read_symlink(target, error);
+    if (error) return target;
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  throw IoError(
+      Errc::kSaveWriteFailed,
+      fmt::format("cannot write through it: more than {} symbolic links (ELOOP)", kMaxLinks),
+      ErrorContext{.path = path.string()});
+}
+
+// The mode the saved file gets: the replaced file's, as open(path, 'wb') keeps it when it
+// truncates, or that of any new file (0666 less the umask) where there was none.
+mode_t mode_for(const std::filesystem::path& target) {
+  struct stat existing {};
+  if (::stat(target.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) {
+    return existing.st_mode & 07777;
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return 0666 & ~mask;
+}
+
 class FileOutput final : public Output {
  public:
-  explicit FileOutput(std::filesystem::path path) : Output(path.string()), path_(std::move(path)) {
+  explicit FileOutput(const std::filesystem::path& path)
+      : Output(path.string()), path_(file_to_replace(path)) {
     // mkstemp's unique name in the destination's folder: rename() is atomic only within one
     // file system, and two saves to one path must not share a temporary file.
     auto name = path_;
@@ -44,13 +80,10 @@ class FileOutput final : public Output {
       temporary_.clear();
       throw IoError(Errc::kSaveWriteFailed,
                     fmt::format("cannot create a temporary file beside it: {}", errno_text(error)),
-                    ErrorContext{.path = path_.string()});
+                    ErrorContext{.path = path.string()});
     }
-    // mkstemp makes the file 0600; a checkpoint gets the mode any new file would (0666 less
-    // the umask), as torch.save's open() gives it.
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    (void)::fchmod(fd_, 0666 & ~mask);
+    // mkstemp makes the file 0600; a checkpoint gets the mode torch.save's open() leaves.
+    (void)::fchmod(fd_, mode_for(path_));
   }
 
   ~FileOutput() override {

@@ -2,6 +2,7 @@
 // file written atomically, progress, determinism.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "pthload/checkpoint.hpp"
+#include "pthload/error.hpp"
 #include "pthload/records.hpp"
 #include "pthload/save.hpp"
 #include "support/files.hpp"
@@ -249,6 +251,52 @@ TEST_CASE("save to a path: the file appears whole, replacing what was there, wit
   const Checkpoint loaded = load(path);
   CHECK(floats_of(loaded.tensor("big")) == values);
   CHECK(RecordReader::open(path).find("model/data.pkl") != nullptr);
+}
+
+TEST_CASE("a symbolic link is written through, as torch.save's open(); a file keeps its mode") {
+  const auto folder = TempPath::folder();
+  const std::vector<float> values{1, 2, 3};
+  const std::vector<MemoryTensor> tensors{{.name = "w", .sizes = {3}, .storage = bytes_of(values)}};
+  std::filesystem::create_directory(folder / "runs");
+  write_file(folder / "runs" / "step-1000.pt", "the previous checkpoint");
+  ::chmod((folder / "runs" / "step-1000.pt").c_str(), 0640);
+  // latest.pt -> last.pt -> runs/step-1000.pt, relative links resolved from their own folders.
+  std::filesystem::create_symlink("runs/step-1000.pt", folder / "last.pt");
+  std::filesystem::create_symlink("last.pt", folder / "latest.pt");
+
+  save(folder / "latest.pt", std::span(tensors));
+  CHECK(std::filesystem::is_symlink(folder / "latest.pt"));
+  CHECK(std::filesystem::is_symlink(folder / "last.pt"));
+  const auto target = folder / "runs" / "step-1000.pt";
+  CHECK(floats_of(load(target).tensor("w")) == values);
+  CHECK((std::filesystem::status(target).permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+         std::filesystem::perms::group_read));
+  // The archive is named after the path the caller gave, as torch names it.
+  CHECK(RecordReader::open(target).find("latest/data.pkl") != nullptr);
+  // No temporary file is left in either folder.
+  CHECK(std::distance(std::filesystem::directory_iterator(folder / "runs"),
+                      std::filesystem::directory_iterator()) == 1);
+  CHECK(std::distance(std::filesystem::directory_iterator(folder.path()),
+                      std::filesystem::directory_iterator()) == 3);
+
+  // A link to nothing yet: the file is created where it points.
+  std::filesystem::create_symlink("runs/new.pt", folder / "dangling.pt");
+  save(folder / "dangling.pt", std::span(tensors));
+  CHECK(std::filesystem::is_symlink(folder / "dangling.pt"));
+  CHECK(floats_of(load(folder / "runs" / "new.pt").tensor("w")) == values);
+
+  // A loop of links is an IoError naming the path, and writes nothing.
+  std::filesystem::create_symlink("loop-b.pt", folder / "loop-a.pt");
+  std::filesystem::create_symlink("loop-a.pt", folder / "loop-b.pt");
+  try {
+    save(folder / "loop-a.pt", std::span(tensors));
+    FAIL("a loop of links was written through");
+  } catch (const IoError& e) {
+    CHECK(e.code() == Errc::kSaveWriteFailed);
+    CHECK(e.context().path == (folder / "loop-a.pt").string());
+    CHECK(std::string(e.what()).find("ELOOP") != std::string::npos);
+  }
 }
 
 TEST_SUITE("fixtures") {
