@@ -105,32 +105,26 @@ class FileOutput final : public Output {
     }
   }
 
-  void deliver_copy(std::span<const std::byte> bytes, int fd, std::uint64_t offset) override {
-    if (!copy_in_kernel_ || common::fault_hooks::write_hooked()) {
-      deliver(bytes);
-      return;
-    }
-    while (!bytes.empty()) {
-      auto from = static_cast<loff_t>(offset);
-      const ssize_t copied = ::copy_file_range(fd, &from, fd_, nullptr, bytes.size(), 0);
+  std::uint64_t copy_in_kernel(int fd, std::uint64_t offset, std::uint64_t size) override {
+    if (!copy_in_kernel_ || common::fault_hooks::write_hooked()) return 0;
+    std::uint64_t done = 0;
+    while (done < size) {
+      auto from = static_cast<loff_t>(offset + done);
+      const ssize_t copied = ::copy_file_range(fd, &from, fd_, nullptr, size - done, 0);
       if (copied < 0 && errno == EINTR) continue;
       if (copied < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP ||
                          errno == EINVAL || errno == EBADF)) {
-        // Another file system (before Linux 5.19), or one that cannot: write the bytes.
+        // Another file system (before Linux 5.19), or one that cannot: the caller writes.
         copy_in_kernel_ = false;
-        deliver(bytes);
-        return;
+        break;
       }
       if (copied < 0) fail(fmt::format("write failed: {}", errno_text(errno)), written_);
-      if (copied == 0) {
-        // The source shrank since `bytes` were read from it: write what was read.
-        deliver(bytes);
-        return;
-      }
-      bytes = bytes.subspan(static_cast<std::size_t>(copied));
-      offset += static_cast<std::uint64_t>(copied);
+      // 0: the source ends early (it shrank since the load); the caller's read says how.
+      if (copied == 0) break;
+      done += static_cast<std::uint64_t>(copied);
       written_ += static_cast<std::uint64_t>(copied);
     }
+    return done;
   }
 
   void commit() override {
@@ -199,7 +193,22 @@ void Output::write(std::span<const std::byte> bytes) {
 void Output::write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
   flush();
   offset_ += bytes.size();
-  deliver_copy(bytes, fd, offset);
+  const std::uint64_t copied = copy_in_kernel(fd, offset, bytes.size());
+  if (copied < bytes.size()) deliver(bytes.subspan(static_cast<std::size_t>(copied)));
+}
+
+void Output::copy_from(int fd, std::uint64_t offset, std::uint64_t size, const SourceReader& read) {
+  flush();
+  offset_ += size;
+  std::uint64_t done = copy_in_kernel(fd, offset, size);
+  if (done == size) return;
+  if (buffer_.empty()) buffer_.resize(kBufferBytes);
+  while (done < size) {
+    const auto step =
+        static_cast<std::size_t>(std::min<std::uint64_t>(buffer_.size(), size - done));
+    deliver(read(done, std::span(buffer_).first(step)));
+    done += step;
+  }
 }
 
 void Output::fill(std::byte byte, std::uint64_t count) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,6 +29,13 @@ class Output {
   /// `fd`: a file output copies them in the kernel (copy_file_range, what cp does: no copy
   /// through this process), falling back to writing `bytes` where the kernel cannot.
   void write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset);
+  /// Fills `out` with the source's bytes from a position relative to a copy's start (the
+  /// caller's read policy), returning them, in `out` or in place.
+  using SourceReader =
+      std::function<std::span<const std::byte>(std::uint64_t position, std::span<std::byte> out)>;
+  /// Appends bytes [offset, offset + size) of the open file `fd` without reading them where the
+  /// kernel can copy them (a file output); what it cannot copy is read through `read`.
+  void copy_from(int fd, std::uint64_t offset, std::uint64_t size, const SourceReader& read);
   /// Appends `count` copies of `byte`.
   void fill(std::byte byte, std::uint64_t count);
   /// Everything buffered handed on; then the destination made durable and visible
@@ -40,11 +48,14 @@ class Output {
   explicit Output(std::string where);
   /// Hands `bytes` on, all of them, or throws.
   virtual void deliver(std::span<const std::byte> bytes) = 0;
-  /// Hands on `bytes`, which the file `fd` holds at `offset`; by default as deliver().
-  virtual void deliver_copy(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
+  /// Copies up to `size` bytes of the file `fd` from `offset` to the destination without
+  /// them passing through this process, and returns how many it copied: fewer where it cannot
+  /// (another file system, a source that ends early), none by default (a sink).
+  virtual std::uint64_t copy_in_kernel(int fd, std::uint64_t offset, std::uint64_t size) {
     (void)fd;
     (void)offset;
-    deliver(bytes);
+    (void)size;
+    return 0;
   }
   virtual void commit() = 0;
   /// The error for a failure `what` at byte `offset` of the output.

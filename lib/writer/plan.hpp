@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,10 @@ struct PlannedStorage {
   /// compact_views: the tensor's elements gathered from the source, not its bytes whole (a
   /// pointer: most storages have none, and a plan holds one per storage).
   std::unique_ptr<Gather> gather;
+  /// The CRC-32 the source archive gives these very bytes: the storage is a whole stored record
+  /// of a checkpoint that lives for the save (save.cpp, adopt_record_crcs). Its bytes are then
+  /// copied and not read, and the CRC travels with them, as a copied file keeps its own.
+  std::optional<std::uint32_t> source_crc;
 };
 
 struct PlannedTensor {

@@ -23,6 +23,7 @@
 #include "writer/output.hpp"
 #include "writer/plan.hpp"
 #include "writer/torch_zip.hpp"
+#include "zip/entry.hpp"
 
 namespace pthload {
 namespace {
@@ -35,6 +36,8 @@ using writer::PlannedStorage;
 constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 // Storages from this size on are copied file to file by the kernel (copy_file_range).
 constexpr std::uint64_t kCopyInKernelBytes = std::uint64_t{1} << 20;
+// What one kernel copy of a record is asked for at most, between progress reports.
+constexpr std::uint64_t kCopyStepBytes = std::uint64_t{64} << 20;
 
 std::string archive_name(const SaveOptions& options, const std::filesystem::path* path) {
   std::string name = options.archive_name;
@@ -192,6 +195,12 @@ class Writer {
   }
 
   void write_storage(const PlannedStorage& storage) {
+    if (storage.source_crc) {
+      if (const auto source = file_range_of(storage)) {
+        copy_record(storage, source->first, source->second);
+        return;
+      }
+    }
     zip_.begin_record("data/" + storage.key, storage.nbytes);
     if (storage.gather != nullptr) {
       gather(storage);
@@ -213,6 +222,21 @@ class Writer {
         }
         done += step;
       }
+    }
+    zip_.end_record();
+  }
+
+  // A whole record of a live checkpoint, whose CRC-32 its archive gives: copied in the kernel
+  // and not read (read only where the kernel cannot copy), in steps so progress moves.
+  void copy_record(const PlannedStorage& storage, int fd, std::uint64_t offset) {
+    zip_.begin_record("data/" + storage.key, storage.nbytes, storage.source_crc);
+    for (std::uint64_t done = 0; done < storage.nbytes;) {
+      const std::uint64_t step = std::min(kCopyStepBytes, storage.nbytes - done);
+      zip_.copy_of(fd, offset + done, step, [&](std::uint64_t position, std::span<std::byte> out) {
+        return read(storage, done + position, out);
+      });
+      progress();
+      done += step;
     }
     zip_.end_record();
   }
@@ -280,20 +304,48 @@ class Writer {
   std::uint64_t total_ = 0;
 };
 
+// The storages of a checkpoint that are whole stored records, viewed in the mapped file where
+// they lie, keep their records' CRC-32s (PlannedStorage::source_crc), which saves reading them:
+// a fifth of the time of a 0.95 GB export (1.38 s to 1.11 s). A corrupted source stays
+// detectable in the copy, as in a copy cp makes. Only while the checkpoint lives are its records
+// (its archive's entries) there to ask, so only save(checkpoint) asks; small storages go through
+// the buffer either way.
+void adopt_record_crcs(Plan& plan) {
+  for (PlannedStorage& planned : plan.storages) {
+    if (planned.storage == nullptr || planned.gather != nullptr ||
+        planned.nbytes < kCopyInKernelBytes) {
+      continue;
+    }
+    const internal::StorageState& state = internal::Access::state(*planned.storage);
+    const zip::Entry* record = state.record;
+    if (record == nullptr || record->method != zip::kMethodStored ||
+        record->uncompressed_size != planned.nbytes || state.cpu_bytes.size() != planned.nbytes) {
+      continue;
+    }
+    const auto* view = std::get_if<internal::FileView>(&state.placement);
+    if (view == nullptr || view->file == nullptr) continue;
+    const auto offset = view->file->file_offset_of(state.cpu_bytes);
+    if (offset && *offset == record->data_offset) planned.source_crc = record->crc32;
+  }
+}
+
 // Plans and pickles before the output exists: what save() refuses leaves no temporary file.
 template <typename Tensors>
-std::pair<Plan, std::string> plan_and_pickle(Tensors tensors, const SaveOptions& options) {
+std::pair<Plan, std::string> plan_and_pickle(Tensors tensors, const SaveOptions& options,
+                                             const Checkpoint* source) {
   check_options(options);
   Plan plan = writer::plan_save(tensors, options);
+  if (source != nullptr) adopt_record_crcs(plan);
   std::string pickle = writer::data_pickle(plan, options);
   return {std::move(plan), std::move(pickle)};
 }
 
+// `source`: the checkpoint `tensors` are, when the caller passed one (alive for the call).
 template <typename Tensors>
 SaveReport save_to_path(const std::filesystem::path& path, Tensors tensors,
-                        const SaveOptions& options) {
+                        const SaveOptions& options, const Checkpoint* source = nullptr) {
   const std::string archive = archive_name(options, &path);
-  auto [plan, pickle] = plan_and_pickle(tensors, options);
+  auto [plan, pickle] = plan_and_pickle(tensors, options, source);
   try {
     const auto output = writer::file_output(path);
     return Writer(plan, options, *output, archive).write(std::move(pickle));
@@ -304,9 +356,10 @@ SaveReport save_to_path(const std::filesystem::path& path, Tensors tensors,
 }
 
 template <typename Tensors>
-SaveReport save_to_sink(const SaveSink& sink, Tensors tensors, const SaveOptions& options) {
+SaveReport save_to_sink(const SaveSink& sink, Tensors tensors, const SaveOptions& options,
+                        const Checkpoint* source = nullptr) {
   const std::string archive = archive_name(options, nullptr);
-  auto [plan, pickle] = plan_and_pickle(tensors, options);
+  auto [plan, pickle] = plan_and_pickle(tensors, options, source);
   const auto output = writer::sink_output(sink);
   return Writer(plan, options, *output, archive).write(std::move(pickle));
 }
@@ -320,7 +373,7 @@ SaveReport save(const std::filesystem::path& path, std::span<const NamedTensor> 
 
 SaveReport save(const std::filesystem::path& path, const Checkpoint& checkpoint,
                 const SaveOptions& options) {
-  return save_to_path(path, checkpoint.tensors(), options);
+  return save_to_path(path, checkpoint.tensors(), options, &checkpoint);
 }
 
 SaveReport save(const std::filesystem::path& path, std::span<const MemoryTensor> tensors,
@@ -334,7 +387,7 @@ SaveReport save(const SaveSink& sink, std::span<const NamedTensor> tensors,
 }
 
 SaveReport save(const SaveSink& sink, const Checkpoint& checkpoint, const SaveOptions& options) {
-  return save_to_sink(sink, checkpoint.tensors(), options);
+  return save_to_sink(sink, checkpoint.tensors(), options, &checkpoint);
 }
 
 SaveReport save(const SaveSink& sink, std::span<const MemoryTensor> tensors,

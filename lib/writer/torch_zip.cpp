@@ -93,10 +93,14 @@ std::uint64_t directory_footprint(std::span<const std::size_t> name_sizes,
 TorchZipWriter::TorchZipWriter(Output& output, std::string archive, std::uint32_t alignment)
     : output_(output), archive_(std::move(archive)), alignment_(alignment) {}
 
-void TorchZipWriter::begin_record(std::string_view name, std::uint64_t size) {
+void TorchZipWriter::begin_record(std::string_view name, std::uint64_t size,
+                                  std::optional<std::uint32_t> known_crc) {
   assert(!in_record_);
-  Entry entry{
-      .name = archive_ + "/" + std::string(name), .header_offset = output_.offset(), .size = size};
+  Entry entry{.name = archive_ + "/" + std::string(name),
+              .header_offset = output_.offset(),
+              .size = size,
+              .crc = known_crc.value_or(0),
+              .crc_known = known_crc.has_value()};
   const std::uint64_t offset = entry.header_offset;
   const std::uint64_t pad = padding(offset, entry.name.size(), size, alignment_);
   const std::size_t zip64 = zip64_extra_size(offset, size);
@@ -130,6 +134,7 @@ void TorchZipWriter::begin_record(std::string_view name, std::uint64_t size) {
 void TorchZipWriter::write(std::span<const std::byte> bytes) {
   assert(in_record_ && bytes.size() <= remaining_);
   Entry& entry = entries_.back();
+  assert(!entry.crc_known);
   entry.crc = zip::crc32_update(entry.crc, bytes);
   output_.write(bytes);
   remaining_ -= bytes.size();
@@ -138,9 +143,17 @@ void TorchZipWriter::write(std::span<const std::byte> bytes) {
 void TorchZipWriter::write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset) {
   assert(in_record_ && bytes.size() <= remaining_);
   Entry& entry = entries_.back();
+  assert(!entry.crc_known);
   entry.crc = zip::crc32_update(entry.crc, bytes);
   output_.write_copy_of(bytes, fd, offset);
   remaining_ -= bytes.size();
+}
+
+void TorchZipWriter::copy_of(int fd, std::uint64_t offset, std::uint64_t size,
+                             const Output::SourceReader& read) {
+  assert(in_record_ && size <= remaining_ && entries_.back().crc_known);
+  output_.copy_from(fd, offset, size, read);
+  remaining_ -= size;
 }
 
 void TorchZipWriter::end_record() {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,12 +37,18 @@ class TorchZipWriter {
   TorchZipWriter(Output& output, std::string archive, std::uint32_t alignment);
 
   /// Starts the record `<archive>/<name>` of exactly `size` bytes: its local header and padding.
-  void begin_record(std::string_view name, std::uint64_t size);
+  /// `known_crc`: the payload's CRC-32 where the caller knows it (a record copied whole from
+  /// another archive), to be written through copy_of(), which does not read the bytes.
+  void begin_record(std::string_view name, std::uint64_t size,
+                    std::optional<std::uint32_t> known_crc = std::nullopt);
   /// A part of the current record's payload.
   void write(std::span<const std::byte> bytes);
   /// A part of the current record's payload that the file `fd` also holds at `offset`
   /// (Output::write_copy_of).
   void write_copy_of(std::span<const std::byte> bytes, int fd, std::uint64_t offset);
+  /// A part of a record begun with its known CRC-32: bytes [offset, offset + size) of the file
+  /// `fd`, not read where the output can copy them (Output::copy_from).
+  void copy_of(int fd, std::uint64_t offset, std::uint64_t size, const Output::SourceReader& read);
   /// Ends the current record (all `size` bytes written): its data descriptor.
   void end_record();
   /// The CRC-32 of the record last ended.
@@ -57,6 +64,7 @@ class TorchZipWriter {
     std::uint64_t header_offset = 0;
     std::uint64_t size = 0;
     std::uint32_t crc = 0;
+    bool crc_known = false;  // given by begin_record, not computed from the bytes
   };
 
   Output& output_;

@@ -299,6 +299,56 @@ TEST_CASE("a symbolic link is written through, as torch.save's open(); a file ke
   }
 }
 
+TEST_CASE("a checkpoint's large stored records are copied with their own CRC-32, unread") {
+  const auto folder = TempPath::folder();
+  std::vector<float> big(1 << 19);  // 2 MiB: copied in the kernel, its CRC taken from the source
+  for (std::size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<float>(i % 1000) * 0.5f;
+  const std::vector<float> small{1, 2, 3};
+  const std::vector<MemoryTensor> tensors{
+      {.name = "big", .sizes = {static_cast<std::int64_t>(big.size())}, .storage = bytes_of(big)},
+      {.name = "small", .sizes = {3}, .storage = bytes_of(small)}};
+  const auto source_path = folder / "source.pt";
+  save(source_path, std::span(tensors));
+  const auto big_record = [&](const RecordReader& records, const std::string& archive) {
+    const RecordInfo* record = records.find(archive + "/data/0");
+    REQUIRE(record != nullptr);
+    REQUIRE(record->size == big.size() * sizeof(float));
+    return *record;
+  };
+
+  // The copy path, the sink's read path and a save of the same tensors (computing every
+  // CRC-32) give the same bytes.
+  {
+    const Checkpoint source = load(source_path);
+    const auto copied_path = folder / "copied.pt";
+    save(copied_path, source);
+    const auto sunk = saved_bytes(source, {.archive_name = "copied"});
+    const auto computed = saved_bytes(source.tensors(), {.archive_name = "copied"});
+    const std::string copied = folder.read("copied.pt");
+    CHECK(copied.size() == sunk.size());
+    CHECK(std::memcmp(copied.data(), sunk.data(), sunk.size()) == 0);
+    CHECK(sunk == computed);
+    CHECK(RecordReader::open(copied_path).verify_all().empty());
+  }
+
+  // A source corrupted after it was written: the copy keeps the CRC-32 the source declares, so
+  // the corruption stays detectable, where a save from the tensors certifies the bad bytes.
+  std::string corrupted = folder.read("source.pt");
+  const RecordInfo record = big_record(RecordReader::open(source_path), "source");
+  corrupted[static_cast<std::size_t>(record.payload_offset) + 12345] ^= 0x40;
+  write_file(source_path, corrupted);
+  const Checkpoint source = load(source_path);
+  save(folder / "copied.pt", source);
+  const RecordReader copied = RecordReader::open(folder / "copied.pt");
+  CHECK(big_record(copied, "copied").crc32 == record.crc32);
+  const auto problems = copied.verify_all();
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].record == "copied/data/0");
+  const auto computed = saved_bytes(source.tensors());
+  CHECK(RecordReader::open(std::span<const std::byte>(computed)).verify_all().empty());
+}
+
 TEST_SUITE("fixtures") {
   TEST_CASE("keep_locations keeps a file's tags; default writes cpu") {
     const Checkpoint source =
