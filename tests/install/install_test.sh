@@ -94,6 +94,40 @@ check "CMake pthload::pthload from C" "$work/cmake/consumer_c"
 static_only "$work/cmake/consumer_static"
 check "CMake pthload::pthload_static" "$work/cmake/consumer_static"
 
+step "CMake version requests: any release of this soname up to this one"
+# The consumer above asks for 0.4 (an older release of this soname). A probe (C only, set up
+# once) asks for more: met from the soname's first release to this one, refused outside.
+version=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --modversion pthload)
+mkdir "$work/version-probe"
+cat >"$work/version-probe/CMakeLists.txt" <<'PROBE'
+cmake_minimum_required(VERSION 3.19)
+project(pthload_version_probe C)
+find_package(pthload ${REQUEST} QUIET)
+if(NOT pthload_FOUND)
+  message(FATAL_ERROR "find_package(pthload ${REQUEST}) found no pthload")
+endif()
+PROBE
+request() {  # request VERSION met|refused
+  local got=refused
+  cmake -S "$work/version-probe" -B "$work/version-probe/build" -DCMAKE_PREFIX_PATH="$root" \
+    "-DREQUEST=$1" >/dev/null 2>&1 && got=met
+  [ "$got" == "$2" ] || fail "find_package(pthload $1) against $version: $got, expected $2"
+}
+first=$(sed -n 's/^set(_pthload_first_of_soname "\(.*\)")$/\1/p' \
+  "$lib/cmake/pthload/pthloadConfigVersion.cmake")
+[ -n "$first" ] || fail "pthloadConfigVersion.cmake names no first release of its soname"
+IFS=. read -r major minor _ <<<"$version"
+IFS=. read -r first_major first_minor _ <<<"$first"
+request "$first" met
+request "$major.$minor" met
+request "$version" met
+request "$first...$version" met
+[ "$first_minor" -gt 0 ] && request "$first_major.$((first_minor - 1))" refused
+request "$major.$((minor + 1))" refused
+request "$((major + 1)).0" refused
+request "$first...<$version" refused
+echo "find_package(pthload X) against $version: met from $first to $version, refused outside"
+
 step "Meson dependency('pthload'), installed"
 meson setup "$work/meson" "$consumer_src" >"$work/meson.log" 2>&1 ||
   { cat "$work/meson.log"; fail "meson setup"; }
