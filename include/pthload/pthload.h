@@ -52,9 +52,9 @@ extern "C" {
 /** The version of this header; pthload_version() gives the library's. meson.build refuses to
  *  configure where these disagree with the project's version and soname. */
 #define PTHLOAD_VERSION_MAJOR 0
-#define PTHLOAD_VERSION_MINOR 4
+#define PTHLOAD_VERSION_MINOR 5
 #define PTHLOAD_VERSION_PATCH 0
-#define PTHLOAD_VERSION_STRING "0.4.0"
+#define PTHLOAD_VERSION_STRING "0.5.0"
 /** The soname's major (libpthload.so.2): it changes exactly when a program built against an
  *  earlier header may not work with this library (docs/compatibility.md). */
 #define PTHLOAD_SOVERSION 2
@@ -223,10 +223,20 @@ typedef struct pthload_options {
   const char* const* exclude;
   size_t exclude_count;
   /* Fields added later go here; zero must mean their default. */
+  /** pthload 0.5.0 (PTHLOAD_OPTIONS_SIZE_V2). pthload::Limits::max_overlapping_view_bytes: the
+   *  bytes pthload_tensor_copy, pthload_tensor_checksum and pthload_checkpoint_checksums may
+   *  read of a view that shows more than its storage holds (stride 0, expand: a file of a few
+   *  hundred bytes can claim 2^40 elements), past which they fail with code 413
+   *  (TorchLimitExceeded); views that do not overlap themselves are never limited. Tensors keep
+   *  the value of the open or load that made them. 0: the default, 1 GiB. */
+  uint64_t max_overlapping_view_bytes;
 } pthload_options;
 
 /** The size of the first pthload_options (pthload 0.2.0): the least struct_size accepted. */
 #define PTHLOAD_OPTIONS_SIZE_V1 (offsetof(pthload_options, exclude_count) + sizeof(size_t))
+/** The size of pthload 0.5.0's pthload_options, which added max_overlapping_view_bytes. */
+#define PTHLOAD_OPTIONS_SIZE_V2 \
+  (offsetof(pthload_options, max_overlapping_view_bytes) + sizeof(uint64_t))
 
 /** The calling thread's last error. Every string is NUL-terminated (empty when unknown). */
 typedef struct pthload_error {

@@ -66,7 +66,7 @@ static_assert(offsetof(pthload_options, struct_size) == 0 &&
 
 // What this library knows of each: the end of the last field of the newest version. Not sizeof,
 // which counts tail padding where a later version may put a field (pthload.h, "Compatibility").
-constexpr std::size_t kOptionsKnown = PTHLOAD_OPTIONS_SIZE_V1;
+constexpr std::size_t kOptionsKnown = PTHLOAD_OPTIONS_SIZE_V2;
 constexpr std::size_t kRecordInfoKnown = PTHLOAD_RECORD_INFO_SIZE_V1;
 constexpr std::size_t kStorageInfoKnown = PTHLOAD_STORAGE_INFO_SIZE_V1;
 constexpr std::size_t kErrorKnown = PTHLOAD_ERROR_SIZE_V1;
@@ -340,6 +340,10 @@ pthload::LoadOptions to_load_options(const pthload_options* caller_options) {
   result.limits.max_pickle_memo = static_cast<std::size_t>(options->max_pickle_memo);
   result.limits.max_pickle_nesting = static_cast<std::size_t>(options->max_pickle_nesting);
   result.limits.max_pickle_values = static_cast<std::size_t>(options->max_pickle_values);
+  // Added in 0.5.0: zero, what an older caller's struct lacks, is the default.
+  if (options->max_overlapping_view_bytes != 0) {
+    result.limits.max_overlapping_view_bytes = options->max_overlapping_view_bytes;
+  }
   if (options->select != nullptr) result.filter.select = options->select;
   if (options->rename_prefix_count != 0 &&
       (options->rename_prefix_from == nullptr || options->rename_prefix_to == nullptr)) {

@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -155,6 +156,46 @@ TEST_CASE(
   CHECK(pthload_records_open(fixture(kViews).c_str(), &newer.known, &records) ==
         PTHLOAD_ERROR_UNSUPPORTED_OPTION);
   CHECK(records == nullptr);
+}
+
+TEST_CASE(
+    "capi: max_overlapping_view_bytes, 0.5.0's field, bounds what a view overlapping itself "
+    "makes copies and checksums read; an older caller's struct gets the default") {
+  pthload_options options;
+  pthload_options_init(&options);
+  CHECK(options.struct_size == PTHLOAD_OPTIONS_SIZE_V2);
+  CHECK(options.max_overlapping_view_bytes == 0);  // zero: the default
+  // views.pt's "expanded": arange(3).reshape(3, 1).expand(3, 4) in float64, 96 bytes shown of a
+  // 24-byte storage. The code of its copy, after checking the checksums fail or succeed alike.
+  const auto read_expanded = [](const pthload_options* with) {
+    pthload_checkpoint* raw = nullptr;
+    REQUIRE(pthload_load(fixture(kViews).c_str(), with, &raw) == PTHLOAD_OK);
+    const CheckpointPtr checkpoint(raw);
+    const pthload_tensor* expanded = nullptr;
+    REQUIRE(pthload_checkpoint_find_tensor(checkpoint.get(), "expanded", &expanded) == PTHLOAD_OK);
+    std::array<double, 12> values{};
+    const int copied = pthload_tensor_copy(expanded, values.data(), sizeof values);
+    if (copied == PTHLOAD_OK)
+      CHECK(values == std::array<double, 12>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
+    std::uint64_t checksum = 0;
+    CHECK(pthload_tensor_checksum(expanded, &checksum) == copied);
+    std::size_t index = 0;
+    while (pthload_checkpoint_tensor(checkpoint.get(), index) != expanded)
+      ++index;
+    CHECK(pthload_checkpoint_checksums(checkpoint.get(), index, 1, &checksum) == copied);
+    return copied;
+  };
+  CHECK(read_expanded(nullptr) == PTHLOAD_OK);
+  CHECK(read_expanded(&options) == PTHLOAD_OK);
+  options.max_overlapping_view_bytes = 95;
+  CHECK(read_expanded(&options) == static_cast<int>(pthload::Errc::kTorchLimitExceeded));
+  CHECK(std::string(pthload_last_error()->code_name) == "TorchLimitExceeded");
+  options.max_overlapping_view_bytes = 96;
+  CHECK(read_expanded(&options) == PTHLOAD_OK);
+  // A 0.4.0 caller's struct ends before the field: what lies there is not the caller's option.
+  options.struct_size = PTHLOAD_OPTIONS_SIZE_V1;
+  options.max_overlapping_view_bytes = 95;
+  CHECK(read_expanded(&options) == PTHLOAD_OK);
 }
 
 TEST_SUITE("fixtures") {
