@@ -75,6 +75,19 @@ struct SmallRecord {
   std::string bytes;
 };
 
+// The open file and offset a file view's bytes are at, where there is one to copy from.
+std::optional<std::pair<int, std::uint64_t>> file_range_of(const PlannedStorage& planned) {
+  if (planned.storage == nullptr || !planned.storage->is_file_view()) return std::nullopt;
+  const auto& state = internal::Access::state(*planned.storage);
+  const auto* view = std::get_if<internal::FileView>(&state.placement);
+  if (view == nullptr || view->file == nullptr || view->file->reader() == nullptr) {
+    return std::nullopt;
+  }
+  const auto offset = view->file->file_offset_of(state.cpu_bytes);
+  if (!offset) return std::nullopt;
+  return std::pair(view->file->reader()->descriptor(), *offset);
+}
+
 class Writer {
  public:
   Writer(const Plan& plan, const SaveOptions& options, writer::Output& output, std::string archive)
@@ -174,19 +187,6 @@ class Writer {
     // here, not SIGBUS (pthload.hpp, "Files that change").
     storage.storage->read(offset, out);
     return out;
-  }
-
-  // The open file and offset a file view's bytes are at, where there is one to copy from.
-  static std::optional<std::pair<int, std::uint64_t>> file_range_of(const PlannedStorage& planned) {
-    if (planned.storage == nullptr || !planned.storage->is_file_view()) return std::nullopt;
-    const auto& state = internal::Access::state(*planned.storage);
-    const auto* view = std::get_if<internal::FileView>(&state.placement);
-    if (view == nullptr || view->file == nullptr || view->file->reader() == nullptr) {
-      return std::nullopt;
-    }
-    const auto offset = view->file->file_offset_of(state.cpu_bytes);
-    if (!offset) return std::nullopt;
-    return std::pair(view->file->reader()->descriptor(), *offset);
   }
 
   std::span<std::byte> buffer() {
@@ -322,10 +322,8 @@ void adopt_record_crcs(Plan& plan) {
         record->uncompressed_size != planned.nbytes || state.cpu_bytes.size() != planned.nbytes) {
       continue;
     }
-    const auto* view = std::get_if<internal::FileView>(&state.placement);
-    if (view == nullptr || view->file == nullptr) continue;
-    const auto offset = view->file->file_offset_of(state.cpu_bytes);
-    if (offset && *offset == record->data_offset) planned.source_crc = record->crc32;
+    const auto source = file_range_of(planned);
+    if (source && source->second == record->data_offset) planned.source_crc = record->crc32;
   }
 }
 
